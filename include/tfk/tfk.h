@@ -1,0 +1,178 @@
+/* tfk: SIMD transformer kernels for CPUs. The C API.
+ *
+ * Conventions for every function below:
+ *  - Matrices are fp32, row-major, [rows, cols] with a leading dimension
+ *    (row stride, in elements) ld >= cols. Pointers need only float (4-byte)
+ *    alignment.
+ *  - Every function returns a tfk_status. On failure nothing the caller owns
+ *    has been written, and tfk_last_error() names the offending argument.
+ *  - Zero sizes are an error (they are almost always a bug in the caller).
+ *  - "In place" means the output pointer equals the input pointer with the
+ *    same leading dimension; any other overlap of input and output is an
+ *    error.
+ *  - All functions are thread-safe: concurrent calls on different outputs are
+ *    correct. Results are bitwise identical for any number of threads.
+ *  - Each call picks its SIMD target (ISA) once, the best the CPU supports
+ *    below the cap set by tfk_set_max_isa() or TFK_MAX_ISA.
+ * Numerical conventions and measured errors: docs/numerics.md. */
+#ifndef TFK_TFK_H_
+#define TFK_TFK_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(TFK_STATIC_DEFINE)
+#define TFK_API
+#elif defined(_WIN32)
+#ifdef TFK_BUILDING
+#define TFK_API __declspec(dllexport)
+#else
+#define TFK_API __declspec(dllimport)
+#endif
+#else
+#define TFK_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TFK_VERSION_MAJOR 0
+#define TFK_VERSION_MINOR 1
+#define TFK_VERSION_PATCH 0
+
+/* ---- Status and errors ------------------------------------------------ */
+
+typedef enum tfk_status {
+  TFK_SUCCESS = 0,
+  TFK_INVALID_ARGUMENT = 1, /* null pointer, bad size, stride or enum */
+  TFK_UNSUPPORTED_ISA = 2,  /* ISA not compiled in or not on this CPU */
+  TFK_OUT_OF_MEMORY = 3,
+  TFK_INTERNAL_ERROR = 4
+} tfk_status;
+
+/* Static string for a status, e.g. "invalid argument". */
+TFK_API const char* tfk_status_string(tfk_status status);
+
+/* Message of the last failed call on the calling thread, naming the argument
+ * ("tfk_softmax: ldx (3) < cols (4)"); "" if no call on this thread has
+ * failed. Valid until the next tfk call on this thread. */
+TFK_API const char* tfk_last_error(void);
+
+/* "MAJOR.MINOR.PATCH" of the library that is linked. */
+TFK_API const char* tfk_version(void);
+
+/* ---- ISA (SIMD target) selection -------------------------------------- */
+
+/* The targets compiled into this build, best first (e.g. "AVX3", "AVX2",
+ * "SSE4"). tfk_isa_name returns NULL for i >= tfk_isa_count(). */
+TFK_API size_t tfk_isa_count(void);
+TFK_API const char* tfk_isa_name(size_t i);
+
+/* 1 if `name` is compiled in and this CPU can run it, else 0. */
+TFK_API int tfk_isa_supported(const char* name);
+
+/* Caps the ISA of every later tfk call in this process at `name` (this
+ * library only: other users of Highway in the process are not affected).
+ * NULL, "" or "best" removes the cap. Names are case-insensitive; "AVX512"
+ * is accepted for "AVX3". An unknown name is TFK_INVALID_ARGUMENT; a name
+ * that is not compiled in or that the CPU lacks is TFK_UNSUPPORTED_ISA, and
+ * the cap is left unchanged. The environment variable TFK_MAX_ISA sets the
+ * initial cap the same way. */
+TFK_API tfk_status tfk_set_max_isa(const char* name);
+
+/* The target that calls made now run on. */
+TFK_API const char* tfk_active_isa(void);
+
+/* ---- Threads ---------------------------------------------------------- */
+
+/* tfk runs its parallel loops with oneTBB in the task arena of the calling
+ * thread (a host's tbb::task_arena, or TBB's default arena). n > 0 splits
+ * each call into at most n tasks (n = 1: everything on the calling thread);
+ * n = 0 (default) uses the arena's concurrency. The environment variable
+ * TFK_NUM_THREADS sets the initial value. n < 0 is TFK_INVALID_ARGUMENT. */
+TFK_API tfk_status tfk_set_num_threads(int n);
+
+/* The number of tasks a large call is split into now. */
+TFK_API int tfk_get_num_threads(void);
+
+/* ---- Softmax ---------------------------------------------------------- */
+
+typedef enum tfk_mask {
+  TFK_MASK_NONE = 0,
+  /* x is a stack of [q_len, cols] score blocks (kv_len = cols); row i of a
+   * block sees columns j <= cols - q_len + i (bottom-right aligned). */
+  TFK_MASK_CAUSAL = 1
+} tfk_mask;
+
+/* y[r, :] = softmax(scale * x[r, :]) over the cols entries of each row,
+ * computed stably as exp(scale*x - max) / sum. Entries that are -inf (or
+ * masked) give 0; a row with no unmasked finite entry gives zeros; a row
+ * with a NaN or a +inf gives NaN. With TFK_MASK_CAUSAL, rows must be a
+ * multiple of q_len and masked entries of y are written as 0; q_len is
+ * ignored for TFK_MASK_NONE. scale must be finite. In place allowed. */
+TFK_API tfk_status tfk_softmax(size_t rows, size_t cols, const float* x,
+                               size_t ldx, float* y, size_t ldy, float scale,
+                               tfk_mask mask, size_t q_len);
+
+/* ---- Activations ------------------------------------------------------ */
+
+typedef enum tfk_activation {
+  TFK_ACT_RELU = 1,      /* max(x, 0); NaN stays NaN */
+  TFK_ACT_GELU_ERF = 2,  /* 0.5 x (1 + erf(x / sqrt 2)) */
+  TFK_ACT_GELU_TANH = 3  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} tfk_activation;
+
+/* y = act(x) elementwise over [rows, cols]. In place allowed. */
+TFK_API tfk_status tfk_activate(tfk_activation act, size_t rows, size_t cols,
+                                const float* x, size_t ldx, float* y,
+                                size_t ldy);
+
+/* ---- Normalisation and residual add ----------------------------------- */
+
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta per row, var the biased
+ * (1/cols) variance. gamma and beta are [cols] or NULL (1 and 0). eps >= 0
+ * and finite. In place allowed. */
+TFK_API tfk_status tfk_layernorm(size_t rows, size_t cols, const float* x,
+                                 size_t ldx, const float* gamma,
+                                 const float* beta, float eps, float* y,
+                                 size_t ldy);
+
+/* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma is [cols] or NULL. */
+TFK_API tfk_status tfk_rmsnorm(size_t rows, size_t cols, const float* x,
+                               size_t ldx, const float* gamma, float eps,
+                               float* y, size_t ldy);
+
+/* y = a + b over [rows, cols]; y may be a or b (in place). */
+TFK_API tfk_status tfk_add(size_t rows, size_t cols, const float* a,
+                           size_t lda, const float* b, size_t ldb, float* y,
+                           size_t ldy);
+
+/* ---- Rotary position embedding (RoPE) --------------------------------- */
+
+typedef enum tfk_rope_pairing {
+  /* rotates pairs (x[2i], x[2i+1]): GPT-J, RoFormer */
+  TFK_ROPE_INTERLEAVED = 0,
+  /* rotates pairs (x[i], x[i + rotary_dim/2]): GPT-NeoX, Llama */
+  TFK_ROPE_HALF = 1
+} tfk_rope_pairing;
+
+/* Rotates x in place. x is [tokens, heads, head_dim]: element (t, h, k) is
+ * x[t*ldx + h*head_dim + k], ldx >= heads*head_dim (so Q or K inside a fused
+ * QKV row can be rotated where it lies). Pair i < rotary_dim/2 of a token at
+ * position p turns by the angle p * base^(-2i/rotary_dim); dims from
+ * rotary_dim to head_dim are untouched. rotary_dim is even, 2..head_dim;
+ * base > 1 and finite. The position of token t is positions[t] if
+ * positions is not NULL, else pos_start + t. rotary_dim <= 1024.
+ * Angles are reduced in double precision, so error does not grow with the
+ * position (docs/numerics.md). */
+TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_dim,
+                            size_t rotary_dim, tfk_rope_pairing pairing,
+                            double base, float* x, size_t ldx,
+                            int64_t pos_start, const int64_t* positions);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TFK_TFK_H_ */

@@ -1,0 +1,96 @@
+// Activation functions shared by kernels (activations now, matmul epilogues
+// later): GELU in its erf and tanh forms. Highway 1.0.3 has Exp and Tanh but
+// no Erf, so the erf form is built here from Exp and a fitted polynomial.
+//
+// Both are written as x * P(x) with P computed without cancellation, so the
+// relative error stays small for negative x, where 1 + erf(.) and 1 + tanh(.)
+// would cancel:
+//   GELU_erf(x)  = x * Phi(x),  Phi(x) = 0.5 erfc(-x / sqrt 2)
+//   GELU_tanh(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)),
+//                  u = sqrt(2/pi) (x + 0.044715 x^3)
+// Error bounds (derived in docs/numerics.md, checked by activation_test):
+//   GELU_erf:  <= 12 ulp relative, plus 2^-149 absolute near underflow;
+//   GELU_tanh: <= (4 + 4|2u|) ulp relative (the exp argument carries
+//              |2u| ulp of rounding; the function's own condition number in
+//              x grows the same way), plus 2^-149 absolute.
+// Special values: GELU(+inf) = +inf, GELU(-inf) = -0, NaN -> NaN, both for
+// huge |x| and denormals.
+
+#if defined(TFK_LIB_ACTIVATION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TFK_LIB_ACTIVATION_INL_H_
+#undef TFK_LIB_ACTIVATION_INL_H_
+#else
+#define TFK_LIB_ACTIVATION_INL_H_
+#endif
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ReLU that keeps NaN (x86 max would turn NaN into 0).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Relu(D d, V x) {
+  return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
+}
+
+// 0.5 * erfc(|x| / sqrt 2) for float x, relative error <= 8 ulp.
+// erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 + z/2); q is a degree-9 fit of
+// erfcx(z)/t on z in [0, 10] (tools/fit_erfcx.py: 2e-8 relative, 2.6e-7 with
+// float Horner). z^2 = x^2 / 2 is formed exactly as hi + lo with an FMA, so
+// the exp argument carries no rounding: exp(-z^2) = exp(-hi/2) (1 - lo/2).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V HalfErfcScaled(D d, V x) {
+  // |x| beyond 10 sqrt 2 gives erfc < 2^-149: clamp (also keeps x^2 finite).
+  const V ax = hn::Min(hn::Abs(x), hn::Set(d, 14.142135f));
+  const V z = hn::Mul(ax, hn::Set(d, 0.70710678f));
+  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(z, hn::Set(d, 0.5f), hn::Set(d, 1.0f)));
+  V q = hn::Set(d, 0.012284058146178722f);
+  q = hn::MulAdd(q, t, hn::Set(d, -0.12325560301542282f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.4289303719997406f));
+  q = hn::MulAdd(q, t, hn::Set(d, -0.6700248718261719f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.4212760627269745f));
+  q = hn::MulAdd(q, t, hn::Set(d, -0.09831848740577698f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.2255421131849289f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.2386447936296463f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.2828570306301117f));
+  q = hn::MulAdd(q, t, hn::Set(d, 0.2820644974708557f));
+  const V hi = hn::Mul(ax, ax);
+  const V lo = hn::MulSub(ax, ax, hi);  // x^2 - hi, exact
+  const V half = hn::Set(d, 0.5f);
+  const V e = hn::Exp(d, hn::Neg(hn::Mul(hi, half)));
+  const V e_corrected = hn::NegMulAdd(e, hn::Mul(lo, half), e);  // e (1 - lo/2)
+  return hn::Mul(hn::Mul(e_corrected, half), hn::Mul(t, q));
+}
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V GeluErf(D d, V x) {
+  const V tail = HalfErfcScaled(d, x);  // Phi(-|x|)
+  const V phi = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), tail,
+                               hn::Sub(hn::Set(d, 1.0f), tail));
+  // GELU(x) underflows to -0 below -20; this also maps -inf (-inf * 0) to -0.
+  return hn::IfThenElse(hn::Lt(x, hn::Set(d, -20.0f)), hn::Set(d, -0.0f),
+                        hn::Mul(x, phi));
+}
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V GeluTanh(D d, V x) {
+  // -2u = -2 sqrt(2/pi) x (1 + 0.044715 x^2)
+  const V x2 = hn::Mul(x, x);
+  const V poly = hn::MulAdd(x2, hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
+  V arg = hn::Mul(hn::Mul(x, poly), hn::Set(d, -1.5957691216057308f));
+  // Exp is valid up to 104 and returns inf above 88.7; NaN stays NaN below
+  // because x (NaN) is the numerator.
+  arg = hn::Min(arg, hn::Set(d, 100.0f));
+  const V y = hn::Div(x, hn::Add(hn::Set(d, 1.0f), hn::Exp(d, arg)));
+  return hn::IfThenElse(hn::Lt(x, hn::Set(d, -20.0f)), hn::Set(d, -0.0f), y);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#endif  // TFK_LIB_ACTIVATION_INL_H_ toggle

@@ -1,0 +1,121 @@
+// Activations and residual add: public entries and their per-target bodies.
+// Contracts: include/tfk/tfk.h; numerics: lib/activation-inl.h, docs/numerics.md.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/activation.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "lib/activation-inl.h"
+#include "lib/elementwise-inl.h"
+#include "tfk/tfk.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct ReluOp {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x) const { return Relu(d, x); }
+};
+struct GeluErfOp {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x) const { return GeluErf(d, x); }
+};
+struct GeluTanhOp {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x) const { return GeluTanh(d, x); }
+};
+struct AddOp {
+  template <class D, class V>
+  HWY_INLINE V operator()(D, V a, V b) const { return hn::Add(a, b); }
+};
+
+template <class Op>
+void ActivateWith(size_t rows, size_t cols, const float* x, size_t ldx, float* y,
+                  size_t ldy) {
+  ForEachRowSegment(rows, cols, ldx, ldy, 2 * sizeof(float),
+                    [&](size_t ox, size_t oy, size_t n) HWY_ATTR {
+                      UnaryRow(x + ox, y + oy, n, Op());
+                    });
+}
+
+void Activate(int act, size_t rows, size_t cols, const float* x, size_t ldx,
+              float* y, size_t ldy) {
+  switch (act) {
+    case TFK_ACT_RELU: return ActivateWith<ReluOp>(rows, cols, x, ldx, y, ldy);
+    case TFK_ACT_GELU_ERF: return ActivateWith<GeluErfOp>(rows, cols, x, ldx, y, ldy);
+    case TFK_ACT_GELU_TANH: return ActivateWith<GeluTanhOp>(rows, cols, x, ldx, y, ldy);
+  }
+}
+
+void AddRows(size_t rows, size_t cols, const float* a, size_t lda, const float* b,
+             size_t ldb, float* y, size_t ldy) {
+  if (lda == ldb) {  // a and b share offsets: flat blocks when dense
+    ForEachRowSegment(rows, cols, lda, ldy, 3 * sizeof(float),
+                      [&](size_t oa, size_t oy, size_t n) HWY_ATTR {
+                        BinaryRow(a + oa, b + oa, y + oy, n, AddOp());
+                      });
+    return;
+  }
+  detail::ParallelFor(rows, cols * 3 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
+    for (size_t r = begin; r < end; ++r) {
+      BinaryRow(a + r * lda, b + r * ldb, y + r * ldy, cols, AddOp());
+    }
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "lib/dispatch.h"
+#include "lib/status.h"
+
+namespace tfk {
+HWY_EXPORT(Activate);
+HWY_EXPORT(AddRows);
+}  // namespace tfk
+
+using tfk::detail::CheckAliasing;
+using tfk::detail::CheckMatrix;
+using tfk::detail::CheckSize;
+
+extern "C" {
+
+TFK_API tfk_status tfk_activate(tfk_activation act, size_t rows, size_t cols,
+                                const float* x, size_t ldx, float* y, size_t ldy) {
+  const char* fn = "tfk_activate";
+  tfk::detail::ClearError();
+  if (act != TFK_ACT_RELU && act != TFK_ACT_GELU_ERF && act != TFK_ACT_GELU_TANH) {
+    return tfk::detail::Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not a tfk_activation",
+                             static_cast<int>(act));
+  }
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "cols", cols));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "x", x, rows, cols, ldx));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "y", y, rows, cols, ldy));
+  TFK_RETURN_IF_ERROR(CheckAliasing(fn, "x", x, ldx, "y", y, ldy, rows, cols));
+  TFK_DISPATCH(tfk::Activate)(act, rows, cols, x, ldx, y, ldy);
+  return TFK_SUCCESS;
+}
+
+TFK_API tfk_status tfk_add(size_t rows, size_t cols, const float* a, size_t lda,
+                           const float* b, size_t ldb, float* y, size_t ldy) {
+  const char* fn = "tfk_add";
+  tfk::detail::ClearError();
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "cols", cols));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "a", a, rows, cols, lda));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "b", b, rows, cols, ldb));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "y", y, rows, cols, ldy));
+  TFK_RETURN_IF_ERROR(CheckAliasing(fn, "a", a, lda, "y", y, ldy, rows, cols));
+  TFK_RETURN_IF_ERROR(CheckAliasing(fn, "b", b, ldb, "y", y, ldy, rows, cols));
+  TFK_DISPATCH(tfk::AddRows)(rows, cols, a, lda, b, ldb, y, ldy);
+  return TFK_SUCCESS;
+}
+
+}  // extern "C"
+#endif  // HWY_ONCE

@@ -1,0 +1,98 @@
+// Row loops for elementwise kernels (activations, residual add). Each row is
+// processed with full vectors; the tail is the last full vector of the row,
+// computed from the input before the main loop stores anything (so in-place
+// use stays correct), or, for rows shorter than a vector, single lanes.
+// Elementwise results do not depend on which lane computes them, so every
+// element gets the same bits whatever the row length or thread partition.
+
+#if defined(TFK_LIB_ELEMENTWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TFK_LIB_ELEMENTWISE_INL_H_
+#undef TFK_LIB_ELEMENTWISE_INL_H_
+#else
+#define TFK_LIB_ELEMENTWISE_INL_H_
+#endif
+
+#include <stddef.h>
+
+#include "hwy/highway.h"
+#include "lib/threading.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint.
+template <class Op>
+HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  if (n < N) {
+    const hn::CappedTag<float, 1> d1;
+    for (size_t i = 0; i < n; ++i) hn::StoreU(op(d1, hn::LoadU(d1, x + i)), d1, y + i);
+    return;
+  }
+  const auto last = op(d, hn::LoadU(d, x + n - N));
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto v0 = op(d, hn::LoadU(d, x + i));
+    const auto v1 = op(d, hn::LoadU(d, x + i + N));
+    hn::StoreU(v0, d, y + i);
+    hn::StoreU(v1, d, y + i + N);
+  }
+  for (; i + N <= n; i += N) hn::StoreU(op(d, hn::LoadU(d, x + i)), d, y + i);
+  if (i != n) hn::StoreU(last, d, y + n - N);
+}
+
+// y[i] = op(d, a[i], b[i]); y equals a or b, or is disjoint from both.
+template <class Op>
+HWY_INLINE void BinaryRow(const float* a, const float* b, float* y, size_t n,
+                          const Op& op) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  if (n < N) {
+    const hn::CappedTag<float, 1> d1;
+    for (size_t i = 0; i < n; ++i) {
+      hn::StoreU(op(d1, hn::LoadU(d1, a + i), hn::LoadU(d1, b + i)), d1, y + i);
+    }
+    return;
+  }
+  const auto last = op(d, hn::LoadU(d, a + n - N), hn::LoadU(d, b + n - N));
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(op(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, y + i);
+  }
+  if (i != n) hn::StoreU(last, d, y + n - N);
+}
+
+// Elements per parallel item when a matrix is dense and treated as one flat
+// array: 64 KiB of input, so a single long row still spreads over threads.
+constexpr size_t kFlatBlock = 16384;
+
+// Runs row_fn(x_row, y_row, n) over [rows, cols]: over flat blocks when both
+// matrices are dense, else over rows. bytes_per_elem is the traffic per
+// element (for the small-input threshold).
+template <class RowFn>
+HWY_INLINE void ForEachRowSegment(size_t rows, size_t cols, size_t ldx, size_t ldy,
+                                  size_t bytes_per_elem, const RowFn& row_fn) {
+  if (ldx == cols && ldy == cols) {
+    const size_t n = rows * cols;
+    const size_t blocks = (n + kFlatBlock - 1) / kFlatBlock;
+    detail::ParallelFor(blocks, kFlatBlock * bytes_per_elem,
+                        [&](size_t begin, size_t end) HWY_ATTR {
+                          const size_t lo = begin * kFlatBlock;
+                          const size_t hi = end * kFlatBlock < n ? end * kFlatBlock : n;
+                          row_fn(lo, lo, hi - lo);
+                        });
+    return;
+  }
+  detail::ParallelFor(rows, cols * bytes_per_elem, [&](size_t begin, size_t end) HWY_ATTR {
+    for (size_t r = begin; r < end; ++r) row_fn(r * ldx, r * ldy, cols);
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#endif  // TFK_LIB_ELEMENTWISE_INL_H_ toggle

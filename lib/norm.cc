@@ -1,0 +1,225 @@
+// LayerNorm and RMSNorm over rows: public entries and per-target bodies.
+// Contracts: include/tfk/tfk.h; numerics: docs/numerics.md.
+//
+// LayerNorm makes three passes over a row (it stays in L1/L2 after the first):
+//   1. mean = p + sum(x - p) / n with the pivot p = x[0]: for a row such as
+//      1e4 + noise the summands are noise-sized, so the float sum keeps the
+//      noise's digits (a plain float sum would lose ~1e-3 of 1e4 per add);
+//   2. var = sum((x - mean)^2) / n (two-pass: no cancellation);
+//   3. y = (x - mean) * (rstd * gamma) + beta.
+// RMSNorm: ms = sum(x^2) / n, then y = x * (rstd * gamma).
+// If a finite row overflows these float sums (|x| > ~1e19), the row is redone
+// in double precision on the scalar path; rows with inf or NaN give NaN.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/norm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <math.h>
+
+#include "hwy/highway.h"
+#include "lib/norm.h"
+#include "lib/threading.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// sum over k < n of f(d, x[k]) (f maps to 0 where appropriate), n >= Lanes(d).
+// Fixed order for a given target and n: deterministic.
+template <class D, class F>
+HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  V s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    s0 = hn::Add(s0, f(hn::LoadU(d, x + i)));
+    s1 = hn::Add(s1, f(hn::LoadU(d, x + i + N)));
+    s2 = hn::Add(s2, f(hn::LoadU(d, x + i + 2 * N)));
+    s3 = hn::Add(s3, f(hn::LoadU(d, x + i + 3 * N)));
+  }
+  for (; i + N <= n; i += N) s0 = hn::Add(s0, f(hn::LoadU(d, x + i)));
+  if (i != n) {  // last vector overlaps: drop the lanes already summed
+    s1 = hn::Add(s1, hn::IfThenZeroElse(hn::FirstN(d, N - (n - i)), f(hn::LoadU(d, x + n - N))));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+}
+
+// y[k] = (x[k] - shift) * scale[k] + bias[k], with scale[k] = mul * gamma[k]
+// (mul if no gamma) and bias[k] = beta[k] (0 if no beta). n >= Lanes(d).
+template <class D>
+HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float shift, float mul,
+                          const float* gamma, const float* beta) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const V vshift = hn::Set(d, shift), vmul = hn::Set(d, mul);
+  const auto one = [&](size_t k) HWY_ATTR {
+    const V s = gamma ? hn::Mul(hn::LoadU(d, gamma + k), vmul) : vmul;
+    const V b = beta ? hn::LoadU(d, beta + k) : hn::Zero(d);
+    return hn::MulAdd(hn::Sub(hn::LoadU(d, x + k), vshift), s, b);
+  };
+  const V last = one(n - N);  // before any store: in-place safe
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(one(i), d, y + i);
+  if (i != n) hn::StoreU(last, d, y + n - N);
+}
+
+template <class D>
+HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
+                              const float* beta, float eps) {
+  using V = hn::Vec<D>;
+  const V pivot = hn::Set(d, x[0]);
+  const float shifted = SumRow(d, x, n, [&](V v) HWY_ATTR { return hn::Sub(v, pivot); });
+  const float mean = x[0] + shifted / static_cast<float>(n);
+  const V vmean = hn::Set(d, mean);
+  const float sq = SumRow(d, x, n, [&](V v) HWY_ATTR {
+    const V c = hn::Sub(v, vmean);
+    return hn::Mul(c, c);
+  });
+  const float var = sq / static_cast<float>(n);
+  if (!(isfinite(mean) && isfinite(var)) && RowIsFinite(x, n)) {
+    return LayerNormRowF64(x, y, n, gamma, beta, eps);
+  }
+  AffineRow(d, x, y, n, mean, 1.0f / sqrtf(var + eps), gamma, beta);
+}
+
+template <class D>
+HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
+                            float eps) {
+  using V = hn::Vec<D>;
+  const float sq = SumRow(d, x, n, [](V v) HWY_ATTR { return hn::Mul(v, v); });
+  const float ms = sq / static_cast<float>(n);
+  if (!isfinite(ms) && RowIsFinite(x, n)) return RmsNormRowF64(x, y, n, gamma, eps);
+  AffineRow(d, x, y, n, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr);
+}
+
+void LayerNormRows(const NormArgs& a) {
+  detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
+    const hn::ScalableTag<float> d;
+    for (size_t r = begin; r < end; ++r) {
+      const float* x = a.x + r * a.ldx;
+      float* y = a.y + r * a.ldy;
+      if (a.cols >= hn::Lanes(d)) {
+        LayerNormRowT(d, x, y, a.cols, a.gamma, a.beta, a.eps);
+      } else {
+        LayerNormRowT(hn::CappedTag<float, 1>(), x, y, a.cols, a.gamma, a.beta, a.eps);
+      }
+    }
+  });
+}
+
+void RmsNormRows(const NormArgs& a) {
+  detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
+    const hn::ScalableTag<float> d;
+    for (size_t r = begin; r < end; ++r) {
+      const float* x = a.x + r * a.ldx;
+      float* y = a.y + r * a.ldy;
+      if (a.cols >= hn::Lanes(d)) {
+        RmsNormRowT(d, x, y, a.cols, a.gamma, a.eps);
+      } else {
+        RmsNormRowT(hn::CappedTag<float, 1>(), x, y, a.cols, a.gamma, a.eps);
+      }
+    }
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "lib/dispatch.h"
+#include "lib/status.h"
+
+namespace tfk {
+HWY_EXPORT(LayerNormRows);
+HWY_EXPORT(RmsNormRows);
+
+bool RowIsFinite(const float* x, size_t n) {
+  for (size_t k = 0; k < n; ++k) {
+    if (!isfinite(x[k])) return false;
+  }
+  return true;
+}
+
+void LayerNormRowF64(const float* x, float* y, size_t n, const float* gamma,
+                     const float* beta, float eps) {
+  double mean = 0.0, var = 0.0;
+  for (size_t k = 0; k < n; ++k) mean += x[k];
+  mean /= static_cast<double>(n);
+  for (size_t k = 0; k < n; ++k) var += (x[k] - mean) * (x[k] - mean);
+  const double rstd = 1.0 / sqrt(var / static_cast<double>(n) + eps);
+  for (size_t k = 0; k < n; ++k) {
+    const double v = (x[k] - mean) * rstd * (gamma ? gamma[k] : 1.0f) + (beta ? beta[k] : 0.0f);
+    y[k] = static_cast<float>(v);
+  }
+}
+
+void RmsNormRowF64(const float* x, float* y, size_t n, const float* gamma, float eps) {
+  double sq = 0.0;
+  for (size_t k = 0; k < n; ++k) sq += static_cast<double>(x[k]) * x[k];
+  const double rstd = 1.0 / sqrt(sq / static_cast<double>(n) + eps);
+  for (size_t k = 0; k < n; ++k) y[k] = static_cast<float>(x[k] * rstd * (gamma ? gamma[k] : 1.0f));
+}
+
+namespace {
+tfk_status CheckNorm(const char* fn, size_t rows, size_t cols, const float* x, size_t ldx,
+                     const float* y, size_t ldy, float eps) {
+  using namespace detail;  // NOLINT
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "cols", cols));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "x", x, rows, cols, ldx));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "y", y, rows, cols, ldy));
+  TFK_RETURN_IF_ERROR(CheckAliasing(fn, "x", x, ldx, "y", y, ldy, rows, cols));
+  if (!(eps >= 0.0f) || !isfinite(eps)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "eps (%g) is not finite and >= 0", eps);
+  }
+  return TFK_SUCCESS;
+}
+
+// gamma/beta [cols] are optional; when given they must not overlap y.
+tfk_status CheckParam(const char* fn, const char* name, const float* p, size_t cols,
+                      const float* y, size_t rows, size_t ldy) {
+  if (p == nullptr) return TFK_SUCCESS;
+  TFK_RETURN_IF_ERROR(detail::CheckMatrix(fn, name, p, 1, cols, cols));
+  const char* y_name = "y";
+  // Treat the vector as a 1-row matrix and y as its own extent.
+  const float* y_end = y + (rows - 1) * ldy + cols;
+  if (p < y_end && y < p + cols) {
+    return detail::Fail(TFK_INVALID_ARGUMENT, fn, "%s overlaps %s", name, y_name);
+  }
+  return TFK_SUCCESS;
+}
+}  // namespace
+}  // namespace tfk
+
+extern "C" {
+
+TFK_API tfk_status tfk_layernorm(size_t rows, size_t cols, const float* x, size_t ldx,
+                                 const float* gamma, const float* beta, float eps, float* y,
+                                 size_t ldy) {
+  const char* fn = "tfk_layernorm";
+  tfk::detail::ClearError();
+  TFK_RETURN_IF_ERROR(tfk::CheckNorm(fn, rows, cols, x, ldx, y, ldy, eps));
+  TFK_RETURN_IF_ERROR(tfk::CheckParam(fn, "gamma", gamma, cols, y, rows, ldy));
+  TFK_RETURN_IF_ERROR(tfk::CheckParam(fn, "beta", beta, cols, y, rows, ldy));
+  const tfk::NormArgs args{rows, cols, x, ldx, y, ldy, gamma, beta, eps};
+  TFK_DISPATCH(tfk::LayerNormRows)(args);
+  return TFK_SUCCESS;
+}
+
+TFK_API tfk_status tfk_rmsnorm(size_t rows, size_t cols, const float* x, size_t ldx,
+                               const float* gamma, float eps, float* y, size_t ldy) {
+  const char* fn = "tfk_rmsnorm";
+  tfk::detail::ClearError();
+  TFK_RETURN_IF_ERROR(tfk::CheckNorm(fn, rows, cols, x, ldx, y, ldy, eps));
+  TFK_RETURN_IF_ERROR(tfk::CheckParam(fn, "gamma", gamma, cols, y, rows, ldy));
+  const tfk::NormArgs args{rows, cols, x, ldx, y, ldy, gamma, nullptr, eps};
+  TFK_DISPATCH(tfk::RmsNormRows)(args);
+  return TFK_SUCCESS;
+}
+
+}  // extern "C"
+#endif  // HWY_ONCE

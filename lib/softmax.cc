@@ -1,0 +1,155 @@
+// Softmax over rows: public entry and per-target body.
+// Contract: include/tfk/tfk.h (tfk_softmax); numerics: docs/numerics.md.
+//
+// Three passes over each row, the row staying in L1/L2 after the first:
+//   1. m = max(scale * x), and whether any lane is NaN;
+//   2. y = exp(scale * x - m) (one FMA for the argument), s = sum(y);
+//   3. y *= 1 / s.
+// A row of 2048 floats is 8 KiB, a row of 32000 is 125 KiB: passes 2 and 3
+// re-read from L1 or L2, so memory traffic is one read of x and one write of
+// y. Highway 1.0.3's Exp(NaN) returns 0, so NaN is detected in pass 1 and the
+// row filled with NaN explicitly.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/softmax.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <math.h>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "lib/softmax.h"
+#include "lib/threading.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
+template <class D>
+HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const V vscale = hn::Set(d, scale);
+  const size_t n_full = n - n % N;
+
+  // Pass 1: max and NaN. The last vector may overlap the previous ones;
+  // max does not mind.
+  V m0 = hn::Set(d, -INFINITY), m1 = m0;
+  auto nan = hn::Ne(m0, m0);  // all false
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const V v0 = hn::Mul(hn::LoadU(d, x + i), vscale);
+    const V v1 = hn::Mul(hn::LoadU(d, x + i + N), vscale);
+    m0 = hn::Max(m0, v0);
+    m1 = hn::Max(m1, v1);
+    nan = hn::Or(nan, hn::Or(hn::Ne(v0, v0), hn::Ne(v1, v1)));
+  }
+  {
+    const V v = hn::Mul(hn::LoadU(d, x + (i + N <= n ? i : n - N)), vscale);
+    const V vl = hn::Mul(hn::LoadU(d, x + n - N), vscale);
+    m0 = hn::Max(m0, hn::Max(v, vl));
+    nan = hn::Or(nan, hn::Or(hn::Ne(v, v), hn::Ne(vl, vl)));
+  }
+  const float m = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  if (!hn::AllFalse(d, nan) || m == INFINITY) {
+    for (size_t k = 0; k < n; ++k) y[k] = NAN;
+    return;
+  }
+  if (m == -INFINITY) {  // every entry -inf
+    for (size_t k = 0; k < n; ++k) y[k] = 0.0f;
+    return;
+  }
+
+  // Pass 2: exponentials and their sum. The tail vector is computed before
+  // anything is stored (in-place safety); its lanes already covered by the
+  // main loop are excluded from the sum.
+  const V vm = hn::Set(d, m);
+  const V last = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + n - N), vscale, vm));
+  V s0 = hn::Zero(d), s1 = s0;
+  for (i = 0; i + 2 * N <= n_full; i += 2 * N) {
+    const V e0 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
+    const V e1 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i + N), vscale, vm));
+    hn::StoreU(e0, d, y + i);
+    hn::StoreU(e1, d, y + i + N);
+    s0 = hn::Add(s0, e0);
+    s1 = hn::Add(s1, e1);
+  }
+  if (i < n_full) {
+    const V e = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
+    hn::StoreU(e, d, y + i);
+    s0 = hn::Add(s0, e);
+  }
+  if (n_full != n) {
+    s1 = hn::Add(s1, hn::IfThenZeroElse(hn::FirstN(d, N - n % N), last));
+  }
+  const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+
+  // Pass 3: normalise (sum >= 1: the max entry contributes exp(~0)).
+  const V inv = hn::Set(d, 1.0f / sum);
+  for (i = 0; i < n_full; i += N) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, y + i), inv), d, y + i);
+  }
+  if (n_full != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
+}
+
+HWY_INLINE void SoftmaxRow(const float* x, float* y, size_t cols, size_t n_valid,
+                           float scale) {
+  const hn::ScalableTag<float> d;
+  if (n_valid >= hn::Lanes(d)) {
+    SoftmaxValid(d, x, y, n_valid, scale);
+  } else if (n_valid != 0) {
+    SoftmaxValid(hn::CappedTag<float, 1>(), x, y, n_valid, scale);
+  }
+  for (size_t k = n_valid; k < cols; ++k) y[k] = 0.0f;  // masked
+}
+
+void SoftmaxRows(const SoftmaxArgs& a) {
+  detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
+    for (size_t r = begin; r < end; ++r) {
+      SoftmaxRow(a.x + r * a.ldx, a.y + r * a.ldy, a.cols,
+                 SoftmaxValidCols(a.mask, a.q_len, a.cols, r), a.scale);
+    }
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "lib/dispatch.h"
+#include "lib/status.h"
+
+namespace tfk {
+HWY_EXPORT(SoftmaxRows);
+}  // namespace tfk
+
+extern "C" TFK_API tfk_status tfk_softmax(size_t rows, size_t cols, const float* x,
+                                          size_t ldx, float* y, size_t ldy, float scale,
+                                          tfk_mask mask, size_t q_len) {
+  using namespace tfk::detail;  // NOLINT
+  const char* fn = "tfk_softmax";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "cols", cols));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "x", x, rows, cols, ldx));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "y", y, rows, cols, ldy));
+  TFK_RETURN_IF_ERROR(CheckAliasing(fn, "x", x, ldx, "y", y, ldy, rows, cols));
+  if (!isfinite(scale)) return Fail(TFK_INVALID_ARGUMENT, fn, "scale (%g) is not finite", scale);
+  if (mask != TFK_MASK_NONE && mask != TFK_MASK_CAUSAL) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", static_cast<int>(mask));
+  }
+  if (mask == TFK_MASK_CAUSAL) {
+    TFK_RETURN_IF_ERROR(CheckSize(fn, "q_len", q_len));
+    if (rows % q_len != 0) {
+      return Fail(TFK_INVALID_ARGUMENT, fn, "rows (%zu) is not a multiple of q_len (%zu)",
+                  rows, q_len);
+    }
+  }
+  const tfk::SoftmaxArgs args{rows, cols, x, ldx, y, ldy, scale, mask, q_len};
+  TFK_DISPATCH(tfk::SoftmaxRows)(args);
+  return TFK_SUCCESS;
+}
+#endif  // HWY_ONCE

@@ -1,0 +1,44 @@
+// Error reporting and argument validation shared by every public entry.
+// A public function validates all of its arguments with these helpers before
+// it touches memory, so a failed call writes nothing the caller owns.
+#ifndef TFK_LIB_STATUS_H_
+#define TFK_LIB_STATUS_H_
+
+#include <stddef.h>
+
+#include "tfk/tfk.h"
+
+namespace tfk {
+namespace detail {
+
+// Records "fn: message" as this thread's last error and returns `status`.
+tfk_status Fail(tfk_status status, const char* fn, const char* format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// Clears this thread's last error (called on entry by every public function).
+void ClearError();
+
+// The checks below return TFK_SUCCESS or Fail(...) with a message naming the
+// argument. They are chained with TFK_RETURN_IF_ERROR.
+tfk_status CheckNotNull(const char* fn, const char* name, const void* p);
+tfk_status CheckSize(const char* fn, const char* name, size_t n);
+// A [rows, cols] float matrix with row stride ld: non-null, ld >= cols and
+// its extent (rows-1)*ld + cols elements addressable without overflow.
+tfk_status CheckMatrix(const char* fn, const char* name, const void* p,
+                       size_t rows, size_t cols, size_t ld);
+// Output y of [rows, cols] may be x itself (same ld) but must not otherwise
+// overlap it.
+tfk_status CheckAliasing(const char* fn, const char* x_name, const void* x,
+                         size_t ldx, const char* y_name, const void* y,
+                         size_t ldy, size_t rows, size_t cols);
+
+}  // namespace detail
+}  // namespace tfk
+
+#define TFK_RETURN_IF_ERROR(expr)                       \
+  do {                                                  \
+    const tfk_status tfk_status_ = (expr);              \
+    if (tfk_status_ != TFK_SUCCESS) return tfk_status_; \
+  } while (0)
+
+#endif  // TFK_LIB_STATUS_H_

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tfk builds, tests and benchmarks with, if any is
+# missing. Idempotent: a second run installs nothing and needs no network.
+#   scripts/install-deps.sh           build + test dependencies
+#   scripts/install-deps.sh --peers   also the libraries benchmarked side by side
+set -euo pipefail
+
+pkgs=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libgtest-dev libbenchmark-dev)
+if [[ "${1:-}" == "--peers" ]]; then
+  pkgs+=(libdnnl-dev)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "tfk: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
