@@ -6,7 +6,7 @@
 // relative error stays small for negative x, where 1 + erf(.) and 1 + tanh(.)
 // would cancel:
 //   GELU_erf(x)  = x * Phi(x),  Phi(x) = 0.5 erfc(-x / sqrt 2)
-//   GELU_tanh(x) = 0.5 x (1 + tanh u) = x / (1 + exp(-2u)),
+//   GELU_tanh(x) = 0.5 x (1 + tanh u) = x sigmoid(2u),
 //                  u = sqrt(2/pi) (x + 0.044715 x^3)
 // Error bounds (derived in docs/numerics.md, checked by activation_test):
 //   GELU_erf:  <= 12 ulp relative, plus 2^-149 absolute near underflow;
@@ -37,6 +37,24 @@ HWY_INLINE V Relu(D d, V x) {
   return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
 }
 
+// hi + lo = a * a exactly (|a| <= 2^62): one FMA, or without FMA (SSE4)
+// Veltkamp's split of a into 12-bit halves and Dekker's product.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void ExactSquare(D d, V a, V& hi, V& lo) {
+  hi = hn::Mul(a, a);
+#if HWY_NATIVE_FMA
+  (void)d;
+  lo = hn::MulSub(a, a, hi);
+#else
+  const V c = hn::Mul(a, hn::Set(d, 4097.0f));  // 2^12 + 1
+  const V a_hi = hn::Sub(c, hn::Sub(c, a));
+  const V a_lo = hn::Sub(a, a_hi);
+  const V cross = hn::Mul(a_hi, a_lo);
+  lo = hn::Add(hn::Add(hn::Sub(hn::Mul(a_hi, a_hi), hi), hn::Add(cross, cross)),
+               hn::Mul(a_lo, a_lo));
+#endif
+}
+
 // 0.5 * erfc(|x| / sqrt 2) for float x, relative error <= 8 ulp.
 // erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 + z/2); q is a degree-9 fit of
 // erfcx(z)/t on z in [0, 10] (tools/fit_erfcx.py: 2e-8 relative, 2.6e-7 with
@@ -44,8 +62,10 @@ HWY_INLINE V Relu(D d, V x) {
 // the exp argument carries no rounding: exp(-z^2) = exp(-hi/2) (1 - lo/2).
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V HalfErfcScaled(D d, V x) {
-  // |x| beyond 10 sqrt 2 gives erfc < 2^-149: clamp (also keeps x^2 finite).
-  const V ax = hn::Min(hn::Abs(x), hn::Set(d, 14.142135f));
+  // Past |x| = 14.6 (z = 10.3) exp(-z^2) < 2^-149 and the result is 0; the
+  // clamp keeps x^2 finite (the fit's range ends at z = 10, where the result
+  // is already below 2^-143).
+  const V ax = hn::Min(hn::Abs(x), hn::Set(d, 20.0f));
   const V z = hn::Mul(ax, hn::Set(d, 0.70710678f));
   const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(z, hn::Set(d, 0.5f), hn::Set(d, 1.0f)));
   V q = hn::Set(d, 0.012284058146178722f);
@@ -58,8 +78,8 @@ HWY_INLINE V HalfErfcScaled(D d, V x) {
   q = hn::MulAdd(q, t, hn::Set(d, 0.2386447936296463f));
   q = hn::MulAdd(q, t, hn::Set(d, 0.2828570306301117f));
   q = hn::MulAdd(q, t, hn::Set(d, 0.2820644974708557f));
-  const V hi = hn::Mul(ax, ax);
-  const V lo = hn::MulSub(ax, ax, hi);  // x^2 - hi, exact
+  V hi, lo;
+  ExactSquare(d, ax, hi, lo);
   const V half = hn::Set(d, 0.5f);
   const V e = hn::Exp(d, hn::Neg(hn::Mul(hi, half)));
   const V e_corrected = hn::NegMulAdd(e, hn::Mul(lo, half), e);  // e (1 - lo/2)
@@ -82,10 +102,12 @@ HWY_INLINE V GeluTanh(D d, V x) {
   const V x2 = hn::Mul(x, x);
   const V poly = hn::MulAdd(x2, hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
   V arg = hn::Mul(hn::Mul(x, poly), hn::Set(d, -1.5957691216057308f));
-  // Exp is valid up to 104 and returns inf above 88.7; NaN stays NaN below
-  // because x (NaN) is the numerator.
-  arg = hn::Min(arg, hn::Set(d, 100.0f));
-  const V y = hn::Div(x, hn::Add(hn::Set(d, 1.0f), hn::Exp(d, arg)));
+  // sigmoid(-arg) with e = exp(-|arg|) <= 1, so nothing overflows:
+  // arg <= 0: 1 / (1 + e); arg > 0: e / (1 + e). NaN stays NaN through x.
+  const V e = hn::Exp(d, hn::Neg(hn::Abs(arg)));
+  const V one = hn::Set(d, 1.0f);
+  const V num = hn::IfThenElse(hn::Gt(arg, hn::Zero(d)), e, one);
+  const V y = hn::Mul(x, hn::Div(num, hn::Add(one, e)));
   return hn::IfThenElse(hn::Lt(x, hn::Set(d, -20.0f)), hn::Set(d, -0.0f), y);
 }
 

@@ -2,14 +2,17 @@
 // Contracts: include/tfk/tfk.h; numerics: docs/numerics.md.
 //
 // LayerNorm makes three passes over a row (it stays in L1/L2 after the first):
-//   1. mean = p + sum(x - p) / n with the pivot p = x[0]: for a row such as
-//      1e4 + noise the summands are noise-sized, so the float sum keeps the
-//      noise's digits (a plain float sum would lose ~1e-3 of 1e4 per add);
-//   2. var = sum((x - mean)^2) / n (two-pass: no cancellation);
-//   3. y = (x - mean) * (rstd * gamma) + beta.
+//   1. mean = p + m_lo, m_lo = sum(x - p) / n with the pivot p = x[0]: for a
+//      row such as 1e4 + noise the summands are noise-sized, so the float sum
+//      keeps the noise's digits (a plain float sum of 1e4-sized values loses
+//      ~5e-4 per add, and rounding the mean to float loses as much again);
+//   2. var = sum(((x - p) - m_lo)^2) / n (two-pass: no cancellation);
+//   3. y = ((x - p) - m_lo) * (rstd * gamma) + beta.
 // RMSNorm: ms = sum(x^2) / n, then y = x * (rstd * gamma).
-// If a finite row overflows these float sums (|x| > ~1e19), the row is redone
-// in double precision on the scalar path; rows with inf or NaN give NaN.
+// If a finite row overflows these float sums (|x| > ~1e19) or may have
+// underflowed them (statistic + eps < 2^-100, e.g. |x| ~ 1e-30 with eps = 0),
+// the row is redone in double precision on the scalar path; rows with inf or
+// NaN give NaN.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "lib/norm.cc"
@@ -47,18 +50,20 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f) {
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
 }
 
-// y[k] = (x[k] - shift) * scale[k] + bias[k], with scale[k] = mul * gamma[k]
-// (mul if no gamma) and bias[k] = beta[k] (0 if no beta). n >= Lanes(d).
+// y[k] = ((x[k] - pivot) - shift) * scale[k] + bias[k], with scale[k] =
+// mul * gamma[k] (mul if no gamma) and bias[k] = beta[k] (0 if no beta).
+// n >= Lanes(d).
 template <class D>
-HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float shift, float mul,
-                          const float* gamma, const float* beta) {
+HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, float shift,
+                          float mul, const float* gamma, const float* beta) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
-  const V vshift = hn::Set(d, shift), vmul = hn::Set(d, mul);
+  const V vpivot = hn::Set(d, pivot), vshift = hn::Set(d, shift), vmul = hn::Set(d, mul);
   const auto one = [&](size_t k) HWY_ATTR {
     const V s = gamma ? hn::Mul(hn::LoadU(d, gamma + k), vmul) : vmul;
     const V b = beta ? hn::LoadU(d, beta + k) : hn::Zero(d);
-    return hn::MulAdd(hn::Sub(hn::LoadU(d, x + k), vshift), s, b);
+    const V c = hn::Sub(hn::Sub(hn::LoadU(d, x + k), vpivot), vshift);
+    return hn::MulAdd(c, s, b);
   };
   const V last = one(n - N);  // before any store: in-place safe
   size_t i = 0;
@@ -66,23 +71,28 @@ HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float shift, 
   if (i != n) hn::StoreU(last, d, y + n - N);
 }
 
+constexpr float kMinStatistic = 7.8886091e-31f;  // 2^-100
+
 template <class D>
 HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
                               const float* beta, float eps) {
   using V = hn::Vec<D>;
-  const V pivot = hn::Set(d, x[0]);
-  const float shifted = SumRow(d, x, n, [&](V v) HWY_ATTR { return hn::Sub(v, pivot); });
-  const float mean = x[0] + shifted / static_cast<float>(n);
-  const V vmean = hn::Set(d, mean);
+  // mean = p + m_lo is kept unrounded as two floats; x - mean is formed as
+  // (x - p) - m_lo, where x - p is exact for x within a factor 2 of p.
+  const float p = x[0];
+  const V vp = hn::Set(d, p);
+  const float m_lo =
+      SumRow(d, x, n, [&](V v) HWY_ATTR { return hn::Sub(v, vp); }) / static_cast<float>(n);
+  const V vm_lo = hn::Set(d, m_lo);
   const float sq = SumRow(d, x, n, [&](V v) HWY_ATTR {
-    const V c = hn::Sub(v, vmean);
+    const V c = hn::Sub(hn::Sub(v, vp), vm_lo);
     return hn::Mul(c, c);
   });
   const float var = sq / static_cast<float>(n);
-  if (!(isfinite(mean) && isfinite(var)) && RowIsFinite(x, n)) {
+  if (!(isfinite(m_lo) && isfinite(var) && var + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return LayerNormRowF64(x, y, n, gamma, beta, eps);
   }
-  AffineRow(d, x, y, n, mean, 1.0f / sqrtf(var + eps), gamma, beta);
+  AffineRow(d, x, y, n, p, m_lo, 1.0f / sqrtf(var + eps), gamma, beta);
 }
 
 template <class D>
@@ -91,8 +101,10 @@ HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float
   using V = hn::Vec<D>;
   const float sq = SumRow(d, x, n, [](V v) HWY_ATTR { return hn::Mul(v, v); });
   const float ms = sq / static_cast<float>(n);
-  if (!isfinite(ms) && RowIsFinite(x, n)) return RmsNormRowF64(x, y, n, gamma, eps);
-  AffineRow(d, x, y, n, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr);
+  if (!(isfinite(ms) && ms + eps >= kMinStatistic) && RowIsFinite(x, n)) {
+    return RmsNormRowF64(x, y, n, gamma, eps);
+  }
+  AffineRow(d, x, y, n, 0.0f, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr);
 }
 
 void LayerNormRows(const NormArgs& a) {

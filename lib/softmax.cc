@@ -3,7 +3,8 @@
 //
 // Three passes over each row, the row staying in L1/L2 after the first:
 //   1. m = max(scale * x), and whether any lane is NaN;
-//   2. y = exp(scale * x - m) (one FMA for the argument), s = sum(y);
+//   2. y = exp(scale * x - m) (one FMA for the argument; targets without FMA,
+//      such as SSE4, round scale * x first), s = sum(y);
 //   3. y *= 1 / s.
 // A row of 2048 floats is 8 KiB, a row of 32000 is 125 KiB: passes 2 and 3
 // re-read from L1 or L2, so memory traffic is one read of x and one write of
@@ -37,20 +38,20 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // Pass 1: max and NaN. The last vector may overlap the previous ones;
   // max does not mind.
   V m0 = hn::Set(d, -INFINITY), m1 = m0;
-  auto nan = hn::Ne(m0, m0);  // all false
+  auto nan = hn::IsNaN(m0);  // all false
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
     const V v0 = hn::Mul(hn::LoadU(d, x + i), vscale);
     const V v1 = hn::Mul(hn::LoadU(d, x + i + N), vscale);
     m0 = hn::Max(m0, v0);
     m1 = hn::Max(m1, v1);
-    nan = hn::Or(nan, hn::Or(hn::Ne(v0, v0), hn::Ne(v1, v1)));
+    nan = hn::Or(nan, hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)));
   }
   {
     const V v = hn::Mul(hn::LoadU(d, x + (i + N <= n ? i : n - N)), vscale);
     const V vl = hn::Mul(hn::LoadU(d, x + n - N), vscale);
     m0 = hn::Max(m0, hn::Max(v, vl));
-    nan = hn::Or(nan, hn::Or(hn::Ne(v, v), hn::Ne(vl, vl)));
+    nan = hn::Or(nan, hn::Or(hn::IsNaN(v), hn::IsNaN(vl)));
   }
   const float m = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
   if (!hn::AllFalse(d, nan) || m == INFINITY) {

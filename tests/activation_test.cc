@@ -1,0 +1,165 @@
+// tfk_activate (ReLU, GELU erf and tanh forms) and tfk_add against double
+// references on every supported ISA.
+//
+// Bounds (u = 2^-24; derivations in docs/numerics.md):
+//   ReLU, add: exact (add: the double sum rounded once).
+//   GELU erf:  |y - r| <= 16 u |r| + (|x| + 4) 2^-149. erfc(z) = exp(-z^2) t q(t):
+//              q fitted to 2e-8 and 4.4 u in float Horner, exp 2 u with an
+//              exact argument (z^2 = hi + lo by FMA), 5 further roundings.
+//   GELU tanh: |y - r| <= (8 + 6 |2u_arg|) u |r| + (|x| + 4) 2^-149, where
+//              2u_arg = 2 sqrt(2/pi) (x + 0.044715 x^3): the exp argument
+//              carries 5 roundings, i.e. 5 |2u_arg| u absolute.
+//   The 2^-149 term: where exp(.) is denormal its absolute error is 2^-149,
+//   scaled by up to |x| in the final product, plus 4 roundings there.
+#include <tfk/tfk.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_util.h"
+
+namespace tfk_test {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+// Where exp(.) lands in the denormals it has an absolute error of 2^-149,
+// which the final product scales by up to |x|; 4 more roundings there.
+double Denormal(float x) { return (std::fabs(x) + 4) * std::ldexp(1.0, -149); }
+
+double RefGeluErf(double x) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+double TanhArg(double x) { return 2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x); }
+double RefGeluTanh(double x) { return x / (1 + std::exp(-TanhArg(x))); }
+
+double Ref(tfk_activation act, float x) {
+  if (act != TFK_ACT_RELU && x == -kInf) return -0.0;  // the limit
+  switch (act) {
+    case TFK_ACT_RELU: return std::isnan(x) ? x : (x < 0 ? 0.0 : x);
+    case TFK_ACT_GELU_ERF: return RefGeluErf(x);
+    case TFK_ACT_GELU_TANH: return RefGeluTanh(x);
+  }
+  return NAN;
+}
+
+double Tol(tfk_activation act, float x, double ref) {
+  switch (act) {
+    case TFK_ACT_RELU: return 0.0;
+    case TFK_ACT_GELU_ERF: return 16 * kEps * std::fabs(ref) + Denormal(x);
+    case TFK_ACT_GELU_TANH:
+      return (8 + 6 * std::fabs(TanhArg(x))) * kEps * std::fabs(ref) + Denormal(x);
+  }
+  return 0.0;
+}
+
+void ExpectAct(tfk_activation act, const float* x, const float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const double r = Ref(act, x[i]);
+    if (std::isnan(r)) {
+      ASSERT_TRUE(std::isnan(y[i])) << "x=" << x[i];
+    } else if (std::isinf(r) || std::isinf(x[i])) {
+      ASSERT_EQ(y[i], r) << "x=" << x[i];
+    } else {
+      ASSERT_NEAR(y[i], r, Tol(act, x[i], r)) << "act " << act << " x=" << x[i];
+    }
+  }
+}
+
+const tfk_activation kActs[] = {TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH};
+
+class ActivationTest : public IsaTest {};
+
+TEST_P(ActivationTest, AwkwardSizesMisalignedStrided) {
+  for (tfk_activation act : kActs) {
+    for (size_t cols : AwkwardSizes()) {
+      for (size_t misalign : {0, 1, 2}) {
+        const size_t rows = 3, ldx = cols + misalign, ldy = cols + 1;
+        Buffer x(rows * ldx, misalign), y(rows * ldy, 3 - misalign);
+        FillUniform(x.data(), rows * ldx, -8.0f, 8.0f, static_cast<uint32_t>(cols + misalign));
+        ASSERT_EQ(tfk_activate(act, rows, cols, x.data(), ldx, y.data(), ldy), TFK_SUCCESS);
+        for (size_t r = 0; r < rows; ++r) ExpectAct(act, x.data() + r * ldx, y.data() + r * ldy, cols);
+        ASSERT_TRUE(y.GuardsIntact());
+      }
+    }
+  }
+}
+
+TEST_P(ActivationTest, DenseAndInPlace) {
+  for (tfk_activation act : kActs) {
+    for (size_t n : {1, 15, 17, 4096, 100003}) {
+      Buffer x(n), y(n), z(n);
+      FillUniform(x.data(), n, -30.0f, 30.0f, static_cast<uint32_t>(n));
+      std::copy(x.data(), x.data() + n, z.data());
+      ASSERT_EQ(tfk_activate(act, 1, n, x.data(), n, y.data(), n), TFK_SUCCESS);
+      ExpectAct(act, x.data(), y.data(), n);
+      ASSERT_EQ(tfk_activate(act, 1, n, z.data(), n, z.data(), n), TFK_SUCCESS);
+      EXPECT_TRUE(SameBits(y.data(), z.data(), n));
+    }
+  }
+}
+
+TEST_P(ActivationTest, HostileValues) {
+  std::vector<float> x = {0.0f, -0.0f, kInf, -kInf, std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                          1e-40f, -1e-40f, 1e-45f, -1e-45f, 1e-30f, -1e-30f, 1e13f, -1e13f,
+                          5.0f, -5.0f, 9.0f, -9.0f, 13.0f, -13.0f, 14.1f, -14.1f, 19.9f,
+                          -19.9f, -20.5f, 88.0f, -88.0f, 0.5f, -0.5f, 1e-7f, -1e-7f};
+  // A sweep across the whole range of the erf fit and the tanh exp.
+  for (float v = -25.0f; v <= 25.0f; v += 0.0173f) x.push_back(v);
+  for (tfk_activation act : kActs) {
+    std::vector<float> y(x.size());
+    ASSERT_EQ(tfk_activate(act, 1, x.size(), x.data(), x.size(), y.data(), y.size()), TFK_SUCCESS);
+    ExpectAct(act, x.data(), y.data(), x.size());
+  }
+  // GELU of -inf is 0 (the limit), of +inf is +inf, of NaN is NaN.
+  for (tfk_activation act : {TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH}) {
+    float in[3] = {-kInf, kInf, std::numeric_limits<float>::quiet_NaN()}, out[3];
+    ASSERT_EQ(tfk_activate(act, 1, 3, in, 3, out, 3), TFK_SUCCESS);
+    EXPECT_EQ(out[0], 0.0f);
+    EXPECT_EQ(out[1], kInf);
+    EXPECT_TRUE(std::isnan(out[2]));
+  }
+}
+
+TEST_P(ActivationTest, IdenticalBitsForAnyThreadCount) {
+  const size_t rows = 300, cols = 3001;
+  Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);
+  FillUniform(x.data(), rows * cols, -10.0f, 10.0f, 5);
+  for (tfk_activation act : kActs) {
+    WithThreads(1, [&] { tfk::activate(act, rows, cols, x.data(), y1.data()); });
+    WithThreads(2, [&] { tfk::activate(act, rows, cols, x.data(), y2.data()); });
+    std::fill(y1.data(), y1.data() + rows * cols, 0.0f);
+    std::fill(y7.data(), y7.data() + rows * cols, 0.0f);
+    WithThreads(7, [&] { tfk::activate(act, rows, cols - 1, x.data(), y7.data(), cols, cols); });
+    WithThreads(1, [&] { tfk::activate(act, rows, cols - 1, x.data(), y1.data(), cols, cols); });
+    EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
+    WithThreads(1, [&] { tfk::activate(act, rows, cols, x.data(), y1.data()); });
+    EXPECT_TRUE(SameBits(y1.data(), y2.data(), rows * cols));
+  }
+}
+
+TEST_P(ActivationTest, AddExactStridedAndInPlace) {
+  for (size_t cols : AwkwardSizes()) {
+    const size_t rows = 3, lda = cols + 1, ldb = cols + 3, ldy = cols;
+    Buffer a(rows * lda, 1), b(rows * ldb, 2), y(rows * ldy, 3);
+    FillUniform(a.data(), rows * lda, -1e3f, 1e3f, 1);
+    FillUniform(b.data(), rows * ldb, -1e3f, 1e3f, 2);
+    ASSERT_EQ(tfk_add(rows, cols, a.data(), lda, b.data(), ldb, y.data(), ldy), TFK_SUCCESS);
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t j = 0; j < cols; ++j) {
+        ASSERT_EQ(y[r * ldy + j], a[r * lda + j] + b[r * ldb + j]);
+      }
+    }
+    ASSERT_TRUE(y.GuardsIntact());
+    // in place into a
+    ASSERT_EQ(tfk_add(rows, cols, a.data(), lda, b.data(), ldb, a.data(), lda), TFK_SUCCESS);
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t j = 0; j < cols; ++j) ASSERT_EQ(a[r * lda + j], y[r * ldy + j]);
+    }
+  }
+}
+
+TFK_INSTANTIATE_FOR_EACH_ISA(ActivationTest);
+
+}  // namespace
+}  // namespace tfk_test

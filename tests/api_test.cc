@@ -1,0 +1,254 @@
+// The API around the kernels: errors (status, message naming the argument,
+// nothing written), ISA selection, threads, the host's TBB arena, concurrent
+// callers and the C++ layer.
+#include <oneapi/tbb/task_arena.h>
+#include <tfk/tfk.h>
+#include <tfk/tfk.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace tfk_test {
+namespace {
+
+constexpr float kSentinel = 42.5f;
+
+// Runs `call` on fresh buffers; expects `status`, a message containing
+// `needle`, and the output buffer untouched.
+void ExpectError(tfk_status status, const std::string& needle,
+                 const std::function<tfk_status(const float* x, float* y)>& call) {
+  std::vector<float> x(256, 1.0f), y(256, kSentinel);
+  EXPECT_EQ(call(x.data(), y.data()), status);
+  EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos)
+      << "message '" << tfk_last_error() << "' lacks '" << needle << "'";
+  for (float v : y) ASSERT_EQ(v, kSentinel) << "output written on error";
+}
+
+const size_t kHuge = std::numeric_limits<size_t>::max() / 2;
+
+TEST(Errors, Softmax) {
+  auto sm = [](size_t rows, size_t cols, size_t ldx, size_t ldy, float scale, int mask,
+               size_t q_len) {
+    return [=](const float* x, float* y) {
+      return tfk_softmax(rows, cols, x, ldx, y, ldy, scale, static_cast<tfk_mask>(mask), q_len);
+    };
+  };
+  ExpectError(TFK_INVALID_ARGUMENT, "rows is 0", sm(0, 4, 4, 4, 1, 0, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "cols is 0", sm(4, 0, 4, 4, 1, 0, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of x (3) < cols (4)", sm(2, 4, 3, 4, 1, 0, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of y", sm(2, 4, 4, 2, 1, 0, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "scale", sm(2, 4, 4, 4, NAN, 0, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "mask", sm(2, 4, 4, 4, 1, 7, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "q_len is 0", sm(2, 4, 4, 4, 1, 1, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "not a multiple of q_len", sm(5, 4, 4, 4, 1, 1, 2));
+  ExpectError(TFK_INVALID_ARGUMENT, "too large", sm(kHuge, 4, 4, 4, 1, 0, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "overflows", sm(size_t{1} << 40, 4, size_t{1} << 40, 4, 1, 0, 0));
+  ExpectError(TFK_INVALID_ARGUMENT, "x is NULL", [](const float*, float* y) {
+    return tfk_softmax(1, 4, nullptr, 4, y, 4, 1, TFK_MASK_NONE, 0);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "y is NULL", [](const float* x, float*) {
+    return tfk_softmax(1, 4, x, 4, nullptr, 4, 1, TFK_MASK_NONE, 0);
+  });
+  // Partial overlap (y = x + 1) is refused; exact in place is fine.
+  std::vector<float> buf(64, 1.0f);
+  EXPECT_EQ(tfk_softmax(2, 8, buf.data(), 8, buf.data() + 1, 8, 1, TFK_MASK_NONE, 0),
+            TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("overlaps"), std::string::npos);
+  EXPECT_EQ(buf[1], 1.0f);
+  EXPECT_EQ(tfk_softmax(2, 8, buf.data(), 8, buf.data(), 8, 1, TFK_MASK_NONE, 0), TFK_SUCCESS);
+  EXPECT_STREQ(tfk_last_error(), "");  // success clears the message
+}
+
+TEST(Errors, ActivationAndAdd) {
+  ExpectError(TFK_INVALID_ARGUMENT, "act (9)", [](const float* x, float* y) {
+    return tfk_activate(static_cast<tfk_activation>(9), 1, 4, x, 4, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of x", [](const float* x, float* y) {
+    return tfk_activate(TFK_ACT_RELU, 2, 4, x, 1, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "x is NULL", [](const float*, float* y) {
+    return tfk_activate(TFK_ACT_GELU_ERF, 1, 4, nullptr, 4, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "b is NULL", [](const float* x, float* y) {
+    return tfk_add(1, 4, x, 4, nullptr, 4, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of a", [](const float* x, float* y) {
+    return tfk_add(2, 4, x, 3, x, 4, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "y overlaps b", [](const float* x, float* y) {
+    return tfk_add(2, 4, x, 4, y + 2, 4, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "cols is 0", [](const float* x, float* y) {
+    return tfk_add(2, 0, x, 4, x, 4, y, 4);
+  });
+}
+
+TEST(Errors, Norms) {
+  ExpectError(TFK_INVALID_ARGUMENT, "eps", [](const float* x, float* y) {
+    return tfk_layernorm(1, 4, x, 4, nullptr, nullptr, -1.0f, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "eps", [](const float* x, float* y) {
+    return tfk_rmsnorm(1, 4, x, 4, nullptr, INFINITY, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "gamma overlaps y", [](const float* x, float* y) {
+    return tfk_layernorm(1, 4, x, 4, y + 1, nullptr, 1e-5f, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "rows is 0", [](const float* x, float* y) {
+    return tfk_rmsnorm(0, 4, x, 4, nullptr, 1e-5f, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of y", [](const float* x, float* y) {
+    return tfk_layernorm(2, 4, x, 4, nullptr, nullptr, 1e-5f, y, 3);
+  });
+}
+
+TEST(Errors, Rope) {
+  // RoPE writes x in place: check x stays untouched.
+  auto rope = [](size_t tokens, size_t heads, size_t hd, size_t rd, int pairing, double base,
+                 size_t ldx) {
+    return [=](const float*, float* y) {
+      return tfk_rope(tokens, heads, hd, rd, static_cast<tfk_rope_pairing>(pairing), base, y, ldx,
+                      0, nullptr);
+    };
+  };
+  ExpectError(TFK_INVALID_ARGUMENT, "rotary_dim (7) is odd", rope(1, 1, 8, 7, 1, 1e4, 8));
+  ExpectError(TFK_INVALID_ARGUMENT, "rotary_dim (10) > head_dim (8)", rope(1, 1, 8, 10, 1, 1e4, 8));
+  ExpectError(TFK_INVALID_ARGUMENT, "rotary_dim is 0", rope(1, 1, 8, 0, 1, 1e4, 8));
+  ExpectError(TFK_INVALID_ARGUMENT, "pairing", rope(1, 1, 8, 8, 5, 1e4, 8));
+  ExpectError(TFK_INVALID_ARGUMENT, "base", rope(1, 1, 8, 8, 0, 1.0, 8));
+  ExpectError(TFK_INVALID_ARGUMENT, "base", rope(1, 1, 8, 8, 0, NAN, 8));
+  ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of x (15) < cols (16)",
+              rope(2, 2, 8, 8, 0, 1e4, 15));
+  ExpectError(TFK_INVALID_ARGUMENT, "tokens is 0", rope(0, 2, 8, 8, 0, 1e4, 16));
+  ExpectError(TFK_INVALID_ARGUMENT, "overflows",
+              rope(1, size_t{1} << 40, size_t{1} << 40, 8, 0, 1e4, 16));
+  ExpectError(TFK_INVALID_ARGUMENT, "x is NULL", [](const float*, float*) {
+    return tfk_rope(1, 1, 8, 8, TFK_ROPE_HALF, 1e4, nullptr, 8, 0, nullptr);
+  });
+}
+
+TEST(Errors, StatusStringsAndCppException) {
+  EXPECT_STREQ(tfk_status_string(TFK_SUCCESS), "success");
+  EXPECT_STREQ(tfk_status_string(TFK_INVALID_ARGUMENT), "invalid argument");
+  EXPECT_STREQ(tfk_status_string(TFK_UNSUPPORTED_ISA), "unsupported ISA");
+  EXPECT_STREQ(tfk_status_string(TFK_OUT_OF_MEMORY), "out of memory");
+  EXPECT_STREQ(tfk_status_string(TFK_INTERNAL_ERROR), "internal error");
+  EXPECT_STREQ(tfk_status_string(static_cast<tfk_status>(99)), "unknown status");
+  float x[4] = {1, 2, 3, 4};
+  try {
+    tfk::softmax(1, 4, x, x, 1.0f, TFK_MASK_NONE, 0, 2);
+    FAIL() << "no exception";
+  } catch (const tfk::error& e) {
+    EXPECT_EQ(e.status(), TFK_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("tfk_softmax: leading dimension of x"), std::string::npos);
+  }
+  EXPECT_THROW(tfk::set_max_isa("NOT_AN_ISA"), tfk::error);
+  const std::string v = std::to_string(TFK_VERSION_MAJOR) + "." +
+                        std::to_string(TFK_VERSION_MINOR) + "." +
+                        std::to_string(TFK_VERSION_PATCH);
+  EXPECT_EQ(v, tfk_version());
+}
+
+TEST(Isa, ListsCapsAndRefusals) {
+  ASSERT_GE(tfk_isa_count(), 1u);
+  EXPECT_EQ(tfk_isa_name(tfk_isa_count()), nullptr);
+  const std::vector<std::string> supported = tfk::supported_isas();
+  ASSERT_FALSE(supported.empty());
+  EXPECT_EQ(tfk::active_isa(), supported.front());  // best first
+  for (const std::string& isa : supported) {
+    tfk::scoped_max_isa cap(isa);
+    EXPECT_EQ(tfk::active_isa(), isa);
+    EXPECT_TRUE(tfk_isa_supported(isa.c_str()));
+  }
+  EXPECT_EQ(tfk::active_isa(), supported.front());
+  // Lower-case and the AVX512 alias.
+  if (tfk_isa_supported("AVX3")) {
+    EXPECT_EQ(tfk_set_max_isa("avx512"), TFK_SUCCESS);
+    EXPECT_EQ(tfk::active_isa(), "AVX3");
+  }
+  EXPECT_EQ(tfk_set_max_isa("best"), TFK_SUCCESS);
+  EXPECT_EQ(tfk::active_isa(), supported.front());
+
+  EXPECT_EQ(tfk_set_max_isa("PENTIUM"), TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("unknown ISA name 'PENTIUM'"), std::string::npos);
+  // Known to Highway but not compiled into this build (SSE4 baseline):
+  EXPECT_EQ(tfk_set_max_isa("SSSE3"), TFK_UNSUPPORTED_ISA);
+  EXPECT_NE(std::string(tfk_last_error()).find("not compiled"), std::string::npos);
+  // Every compiled ISA the CPU lacks is refused, and the cap is unchanged.
+  for (const std::string& isa : tfk::compiled_isas()) {
+    if (tfk_isa_supported(isa.c_str())) continue;
+    EXPECT_EQ(tfk_set_max_isa(isa.c_str()), TFK_UNSUPPORTED_ISA);
+    EXPECT_NE(std::string(tfk_last_error()).find("does not support"), std::string::npos);
+    EXPECT_EQ(tfk::active_isa(), supported.front());
+  }
+}
+
+// Run by ctest with TFK_MAX_ISA and TFK_NUM_THREADS set (tests/CMakeLists.txt).
+TEST(Environment, CapAndThreadsFromEnvironment) {
+  const char* isa = std::getenv("TFK_MAX_ISA");
+  const char* threads = std::getenv("TFK_NUM_THREADS");
+  if (isa == nullptr || threads == nullptr) GTEST_SKIP() << "run by ctest with the variables set";
+  EXPECT_EQ(tfk::active_isa(), isa);
+  EXPECT_EQ(tfk::num_threads(), std::atoi(threads));
+}
+
+TEST(Threads, SetGetAndRefuseNegative) {
+  EXPECT_EQ(tfk_set_num_threads(-1), TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("n (-1) is negative"), std::string::npos);
+  tfk::set_num_threads(3);
+  EXPECT_EQ(tfk::num_threads(), 3);
+  tfk::set_num_threads(0);
+  EXPECT_EQ(tfk::num_threads(), oneapi::tbb::this_task_arena::max_concurrency());
+}
+
+TEST(Threads, UsesTheHostArena) {
+  const size_t rows = 512, cols = 2048;
+  std::vector<float> x(rows * cols), y1(rows * cols), y2(rows * cols);
+  FillUniform(x.data(), x.size(), -5, 5, 1);
+  tfk::softmax(rows, cols, x.data(), y1.data());
+  oneapi::tbb::task_arena arena(1);
+  arena.execute([&] {
+    EXPECT_EQ(tfk::num_threads(), 1);  // the host arena's concurrency
+    tfk::softmax(rows, cols, x.data(), y2.data());
+  });
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), x.size()));
+}
+
+TEST(Threads, ConcurrentCallersGetCorrectResults) {
+  const size_t rows = 64, cols = 1000;
+  std::vector<float> x(rows * cols);
+  FillUniform(x.data(), x.size(), -4, 4, 2);
+  std::vector<float> want_sm(x.size()), want_ln(x.size()), want_ge(x.size());
+  tfk::softmax(rows, cols, x.data(), want_sm.data());
+  tfk::layernorm(rows, cols, x.data(), nullptr, nullptr, 1e-5f, want_ln.data());
+  tfk::activate(TFK_ACT_GELU_ERF, rows, cols, x.data(), want_ge.data());
+  std::vector<std::thread> threads;
+  std::vector<int> ok(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> sm(x.size()), ln(x.size()), ge(x.size());
+      bool good = true;
+      for (int it = 0; it < 20; ++it) {
+        good &= tfk_softmax(rows, cols, x.data(), cols, sm.data(), cols, 1, TFK_MASK_NONE, 0) == 0;
+        good &= tfk_layernorm(rows, cols, x.data(), cols, nullptr, nullptr, 1e-5f, ln.data(), cols) == 0;
+        good &= tfk_activate(TFK_ACT_GELU_ERF, rows, cols, x.data(), cols, ge.data(), cols) == 0;
+        good &= SameBits(sm.data(), want_sm.data(), x.size()) &&
+                SameBits(ln.data(), want_ln.data(), x.size()) &&
+                SameBits(ge.data(), want_ge.data(), x.size());
+      }
+      ok[t] = good;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_TRUE(ok[t]) << "thread " << t;
+}
+
+}  // namespace
+}  // namespace tfk_test

@@ -1,0 +1,39 @@
+# Installs the build tree into WORK_DIR/prefix, then configures, builds and
+# runs tests/consumer against it: once with find_package(tfk) (C and C++) and
+# once compiled with `pkg-config --cflags --libs tfk`.
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed: ${ARGN}\n${out}\n${err}")
+  endif()
+  set(last_out "${out}" PARENT_SCOPE)
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+# CMake package
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/cmake -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake)
+run(${WORK_DIR}/cmake/consumer_c)
+message(STATUS "find_package, C: ${last_out}")
+run(${WORK_DIR}/cmake/consumer_cpp)
+message(STATUS "find_package, C++: ${last_out}")
+
+# pkg-config
+file(GLOB_RECURSE pc_file ${prefix}/*/tfk.pc)
+if(NOT pc_file)
+  message(FATAL_ERROR "tfk.pc not installed")
+endif()
+get_filename_component(pc_dir ${pc_file} DIRECTORY)
+set(ENV{PKG_CONFIG_PATH} ${pc_dir})
+run(pkg-config --cflags --libs tfk)
+string(STRIP "${last_out}" flags)
+separate_arguments(flags UNIX_COMMAND "${flags}")
+get_filename_component(libdir ${pc_dir} DIRECTORY)
+run(cc ${SOURCE_DIR}/consumer.c -o ${WORK_DIR}/pc_consumer ${flags} -Wl,-rpath,${libdir}
+    -lstdc++ -lm)
+run(${WORK_DIR}/pc_consumer)
+message(STATUS "pkg-config, C: ${last_out}")

@@ -1,0 +1,155 @@
+// tfk_layernorm and tfk_rmsnorm against double references on every ISA.
+//
+// Bounds (u = 2^-24). Sums run over >= 4 accumulators of >= 4 lanes, chains
+// of c = n/16 + 8 additions. LayerNorm keeps the mean as p + m_lo (p = x[0]):
+// m_lo has absolute error <= c u S, S = sum|x - p| / n, which moves every
+// normalised value by c u S / sd; the variance has relative error
+// <= (c + 4) u, the rstd half of it plus 2 u; the affine step 3 u. So
+//   |y - r| <= |gamma| (|xhat| (c/2 + 8) + c S / sd + 2) u + |beta| u
+// with xhat the exact normalised value. RMSNorm: |y - r| <= |gamma| |xhat|
+// (c/2 + 8) u. Rows overflowing float statistics use the double path (4 u).
+#include <tfk/tfk.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_util.h"
+
+namespace tfk_test {
+namespace {
+
+struct RefOut {
+  std::vector<double> y, tol;
+};
+
+RefOut RefLayerNorm(const float* x, size_t n, const float* g, const float* b, float eps) {
+  double mean = 0, var = 0, s = 0;
+  for (size_t k = 0; k < n; ++k) mean += x[k];
+  mean /= n;
+  for (size_t k = 0; k < n; ++k) var += (x[k] - mean) * (x[k] - mean);
+  var /= n;
+  for (size_t k = 0; k < n; ++k) s += std::fabs(static_cast<double>(x[k]) - x[0]);
+  s /= n;
+  const double sd = std::sqrt(var + eps), c = n / 16.0 + 8;
+  RefOut out;
+  for (size_t k = 0; k < n; ++k) {
+    const double xhat = (x[k] - mean) / sd;
+    const double gk = g ? g[k] : 1.0, bk = b ? b[k] : 0.0;
+    out.y.push_back(xhat * gk + bk);
+    out.tol.push_back((std::fabs(gk) * (std::fabs(xhat) * (c / 2 + 8) + c * s / sd + 2) +
+                       std::fabs(bk)) * kEps);
+  }
+  return out;
+}
+
+RefOut RefRmsNorm(const float* x, size_t n, const float* g, float eps) {
+  double sq = 0;
+  for (size_t k = 0; k < n; ++k) sq += static_cast<double>(x[k]) * x[k];
+  const double rs = std::sqrt(sq / n + eps), c = n / 16.0 + 8;
+  RefOut out;
+  for (size_t k = 0; k < n; ++k) {
+    const double xhat = x[k] / rs, gk = g ? g[k] : 1.0;
+    out.y.push_back(xhat * gk);
+    out.tol.push_back(std::fabs(gk) * std::fabs(xhat) * (c / 2 + 8) * kEps + 1e-44);
+  }
+  return out;
+}
+
+void ExpectRow(const RefOut& ref, const float* y, size_t n, const char* what) {
+  for (size_t k = 0; k < n; ++k) {
+    ASSERT_NEAR(y[k], ref.y[k], ref.tol[k]) << what << " n=" << n << " k=" << k;
+  }
+}
+
+class NormTest : public IsaTest {};
+
+TEST_P(NormTest, AwkwardSizesStridedWithAndWithoutAffine) {
+  for (size_t cols : AwkwardSizes()) {
+    const size_t rows = 3, ldx = cols + 1, ldy = cols + 2;
+    Buffer x(rows * ldx, 1), y(rows * ldy, 2), g(cols, 3), b(cols);
+    FillUniform(x.data(), rows * ldx, -4.0f, 6.0f, static_cast<uint32_t>(cols));
+    FillUniform(g.data(), cols, 0.5f, 1.5f, 1);
+    FillUniform(b.data(), cols, -1.0f, 1.0f, 2);
+    for (int affine = 0; affine < 2; ++affine) {
+      const float* gp = affine ? g.data() : nullptr;
+      const float* bp = affine ? b.data() : nullptr;
+      ASSERT_EQ(tfk_layernorm(rows, cols, x.data(), ldx, gp, bp, 1e-5f, y.data(), ldy), TFK_SUCCESS);
+      for (size_t r = 0; r < rows; ++r) {
+        ExpectRow(RefLayerNorm(x.data() + r * ldx, cols, gp, bp, 1e-5f), y.data() + r * ldy, cols,
+                  "layernorm");
+      }
+      ASSERT_EQ(tfk_rmsnorm(rows, cols, x.data(), ldx, gp, 1e-6f, y.data(), ldy), TFK_SUCCESS);
+      for (size_t r = 0; r < rows; ++r) {
+        ExpectRow(RefRmsNorm(x.data() + r * ldx, cols, gp, 1e-6f), y.data() + r * ldy, cols,
+                  "rmsnorm");
+      }
+      ASSERT_TRUE(y.GuardsIntact());
+    }
+  }
+}
+
+TEST_P(NormTest, LargeOffsetPlusSmallNoise) {
+  // 1e4 + noise of amplitude 1e-2: a float sum of the raw values would move
+  // the mean by ~1e-3 per add, i.e. 10 % of the noise.
+  for (size_t cols : {7, 64, 1000, 4096}) {
+    Buffer x(cols), y(cols);
+    FillUniform(x.data(), cols, -1e-2f, 1e-2f, 77);
+    for (size_t k = 0; k < cols; ++k) x[k] += 1e4f;
+    ASSERT_EQ(tfk_layernorm(1, cols, x.data(), cols, nullptr, nullptr, 0.0f, y.data(), cols),
+              TFK_SUCCESS);
+    ExpectRow(RefLayerNorm(x.data(), cols, nullptr, nullptr, 0.0f), y.data(), cols, "offset");
+  }
+}
+
+TEST_P(NormTest, InPlaceMatchesOutOfPlace) {
+  for (size_t cols : {1, 5, 16, 33, 4096}) {
+    Buffer x(2 * cols), y(2 * cols), z(2 * cols);
+    FillUniform(x.data(), 2 * cols, -3.0f, 3.0f, 4);
+    std::copy(x.data(), x.data() + 2 * cols, z.data());
+    tfk::layernorm(2, cols, x.data(), nullptr, nullptr, 1e-5f, y.data());
+    tfk::layernorm(2, cols, z.data(), nullptr, nullptr, 1e-5f, z.data());
+    EXPECT_TRUE(SameBits(y.data(), z.data(), 2 * cols));
+    std::copy(x.data(), x.data() + 2 * cols, z.data());
+    tfk::rmsnorm(2, cols, x.data(), nullptr, 1e-5f, y.data());
+    tfk::rmsnorm(2, cols, z.data(), nullptr, 1e-5f, z.data());
+    EXPECT_TRUE(SameBits(y.data(), z.data(), 2 * cols));
+  }
+}
+
+TEST_P(NormTest, HugeTinyAndNonFinite) {
+  const size_t cols = 37;
+  Buffer x(4 * cols), y(4 * cols);
+  FillUniform(x.data(), cols, -1e30f, 1e30f, 1);             // squares overflow float
+  FillUniform(x.data() + cols, cols, -1e-30f, 1e-30f, 2);    // squares underflow
+  FillUniform(x.data() + 2 * cols, 2 * cols, -1.0f, 1.0f, 3);
+  x[2 * cols + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[3 * cols + 9] = std::numeric_limits<float>::infinity();
+  ASSERT_EQ(tfk_layernorm(4, cols, x.data(), cols, nullptr, nullptr, 0.0f, y.data(), cols),
+            TFK_SUCCESS);
+  ExpectRow(RefLayerNorm(x.data(), cols, nullptr, nullptr, 0.0f), y.data(), cols, "huge");
+  ExpectRow(RefLayerNorm(x.data() + cols, cols, nullptr, nullptr, 0.0f), y.data() + cols, cols,
+            "tiny");
+  for (size_t k = 2 * cols; k < 4 * cols; ++k) EXPECT_TRUE(std::isnan(y[k])) << k;
+  ASSERT_EQ(tfk_rmsnorm(2, cols, x.data(), cols, nullptr, 0.0f, y.data(), cols), TFK_SUCCESS);
+  ExpectRow(RefRmsNorm(x.data(), cols, nullptr, 0.0f), y.data(), cols, "rms huge");
+}
+
+TEST_P(NormTest, IdenticalBitsForAnyThreadCount) {
+  const size_t rows = 600, cols = 1023;
+  Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);
+  FillUniform(x.data(), rows * cols, -2.0f, 3.0f, 8);
+  WithThreads(1, [&] { tfk::layernorm(rows, cols, x.data(), nullptr, nullptr, 1e-5f, y1.data()); });
+  WithThreads(2, [&] { tfk::layernorm(rows, cols, x.data(), nullptr, nullptr, 1e-5f, y2.data()); });
+  WithThreads(7, [&] { tfk::layernorm(rows, cols, x.data(), nullptr, nullptr, 1e-5f, y7.data()); });
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), rows * cols));
+  EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
+  WithThreads(1, [&] { tfk::rmsnorm(rows, cols, x.data(), nullptr, 1e-5f, y1.data()); });
+  WithThreads(7, [&] { tfk::rmsnorm(rows, cols, x.data(), nullptr, 1e-5f, y7.data()); });
+  EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
+}
+
+TFK_INSTANTIATE_FOR_EACH_ISA(NormTest);
+
+}  // namespace
+}  // namespace tfk_test

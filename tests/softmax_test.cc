@@ -1,0 +1,199 @@
+// tfk_softmax against a double-precision reference on every supported ISA.
+//
+// Error bound, per element (u = 2^-24): with a_i = scale*x_i - max computed by
+// one FMA (|error| <= |a_i| u; without FMA, as on SSE4, scale*x_i is rounded
+// first: + |scale x_i| u) and Exp good to 1 ulp (2u), each exponential has
+// relative error <= (|a_i| + |scale x_i| + 2) u. The float sum of n positive terms over
+// 2 accumulators of >= 4 lanes has chains of <= n/8 + 3 additions, so relative
+// error <= (n/8 + 3) u plus the weighted mean w of the terms' errors
+// (w = sum e_i (|a_i| + |scale x_i|) / sum e_i, from the reference).
+// Normalising by 1/sum adds 2u. Hence
+// |y_i - r_i| <= r_i (|a_i| + |scale x_i| + w + n/8 + 9) u, plus 8 * 2^-149
+// where exp lands in the denormals.
+#include <tfk/tfk.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_util.h"
+
+namespace tfk_test {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Reference softmax of one row (n_valid leading entries, the rest masked).
+// Also returns the per-element bound.
+void RefRow(const float* x, size_t cols, size_t n_valid, float scale, std::vector<double>& y,
+            std::vector<double>& tol) {
+  y.assign(cols, 0.0);
+  tol.assign(cols, 0.0);
+  double m = -INFINITY;
+  bool nan = false;
+  for (size_t j = 0; j < n_valid; ++j) {
+    const double v = static_cast<double>(scale) * x[j];
+    if (std::isnan(v) || v == INFINITY) nan = true;
+    m = std::max(m, v);
+  }
+  if (nan) {
+    for (size_t j = 0; j < n_valid; ++j) y[j] = NAN;
+    return;
+  }
+  if (n_valid == 0 || m == -INFINITY) return;
+  double sum = 0.0, weighted = 0.0;
+  for (size_t j = 0; j < n_valid; ++j) {
+    const double a = static_cast<double>(scale) * x[j] - m;
+    y[j] = std::exp(a);
+    sum += y[j];
+    if (y[j] > 0) weighted += y[j] * (std::fabs(a) + std::fabs(scale * x[j]));
+  }
+  const double w = weighted / sum;
+  for (size_t j = 0; j < n_valid; ++j) {
+    const double a = static_cast<double>(scale) * x[j] - m;
+    y[j] /= sum;
+    const double sx = std::fabs(static_cast<double>(scale) * x[j]);
+    const double rel = (std::isinf(a) ? 0.0 : std::fabs(a) + sx) + w + n_valid / 8.0 + 9.0;
+    tol[j] = y[j] * rel * kEps + 8 * std::ldexp(1.0, -149);
+  }
+}
+
+// Checks y against the reference row by row; masked entries must be exactly 0.
+void ExpectSoftmax(const float* x, size_t ldx, const float* y, size_t ldy, size_t rows,
+                   size_t cols, float scale, tfk_mask mask, size_t q_len) {
+  std::vector<double> ref, tol;
+  for (size_t r = 0; r < rows; ++r) {
+    size_t n_valid = cols;
+    if (mask == TFK_MASK_CAUSAL) {
+      const size_t i = r % q_len;
+      n_valid = cols + i + 1 <= q_len ? 0 : std::min(cols, cols + i + 1 - q_len);
+    }
+    RefRow(x + r * ldx, cols, n_valid, scale, ref, tol);
+    for (size_t j = 0; j < cols; ++j) {
+      const float got = y[r * ldy + j];
+      if (std::isnan(ref[j])) {
+        ASSERT_TRUE(std::isnan(got)) << "row " << r << " col " << j;
+      } else {
+        ASSERT_NEAR(got, ref[j], tol[j]) << "row " << r << " col " << j << " cols " << cols;
+      }
+    }
+  }
+}
+
+class SoftmaxTest : public IsaTest {};
+
+TEST_P(SoftmaxTest, AwkwardSizesMisalignedStrided) {
+  for (size_t cols : AwkwardSizes()) {
+    for (size_t misalign : {0, 1, 3}) {
+      const size_t rows = 3, ldx = cols + misalign, ldy = cols + 2;
+      Buffer x(rows * ldx, misalign), y(rows * ldy, (misalign + 1) % 4);
+      FillUniform(x.data(), rows * ldx, -10.0f, 10.0f, static_cast<uint32_t>(cols));
+      for (float scale : {1.0f, 0.125f, -3.0f}) {
+        ASSERT_EQ(tfk_softmax(rows, cols, x.data(), ldx, y.data(), ldy, scale, TFK_MASK_NONE, 0),
+                  TFK_SUCCESS);
+        ExpectSoftmax(x.data(), ldx, y.data(), ldy, rows, cols, scale, TFK_MASK_NONE, 0);
+        ASSERT_TRUE(y.GuardsIntact()) << cols;
+      }
+    }
+  }
+}
+
+TEST_P(SoftmaxTest, InPlace) {
+  for (size_t cols : AwkwardSizes()) {
+    const size_t rows = 2;
+    Buffer x(rows * cols), y(rows * cols);
+    FillUniform(x.data(), rows * cols, -5.0f, 5.0f, 7);
+    std::copy(x.data(), x.data() + rows * cols, y.data());
+    ASSERT_EQ(tfk_softmax(rows, cols, y.data(), cols, y.data(), cols, 0.5f, TFK_MASK_NONE, 0),
+              TFK_SUCCESS);
+    ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, 0.5f, TFK_MASK_NONE, 0);
+  }
+}
+
+TEST_P(SoftmaxTest, HugeMagnitudesAndDenormals) {
+  for (size_t cols : {1, 5, 16, 33, 1000}) {
+    Buffer x(2 * cols), y(2 * cols);
+    FillUniform(x.data(), cols, -1e30f, 1e30f, 3);
+    FillUniform(x.data() + cols, cols, -1e-38f, 1e-38f, 4);  // includes denormals
+    ASSERT_EQ(tfk_softmax(2, cols, x.data(), cols, y.data(), cols, 1.0f, TFK_MASK_NONE, 0),
+              TFK_SUCCESS);
+    ExpectSoftmax(x.data(), cols, y.data(), cols, 2, cols, 1.0f, TFK_MASK_NONE, 0);
+  }
+}
+
+TEST_P(SoftmaxTest, InfinityAndNaN) {
+  for (size_t cols : {1, 7, 16, 17, 100}) {
+    const size_t rows = 5;
+    Buffer x(rows * cols), y(rows * cols);
+    FillUniform(x.data(), rows * cols, -3.0f, 3.0f, 11);
+    for (size_t j = 0; j < cols; j += 3) x[0 * cols + j] = -kInf;  // some -inf
+    for (size_t j = 0; j < cols; ++j) x[1 * cols + j] = -kInf;     // all -inf
+    x[2 * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
+    x[3 * cols + cols - 1] = kInf;
+    ASSERT_EQ(tfk_softmax(rows, cols, x.data(), cols, y.data(), cols, 1.0f, TFK_MASK_NONE, 0),
+              TFK_SUCCESS);
+    ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, 1.0f, TFK_MASK_NONE, 0);
+    for (size_t j = 0; j < cols; ++j) {
+      EXPECT_EQ(y[cols + j], 0.0f);               // all masked: zeros
+      EXPECT_TRUE(std::isnan(y[2 * cols + j]));   // NaN row
+      EXPECT_TRUE(std::isnan(y[3 * cols + j]));   // +inf row
+      if (j % 3 == 0) EXPECT_EQ(y[j], 0.0f);      // -inf entries
+    }
+  }
+}
+
+TEST_P(SoftmaxTest, CausalMask) {
+  // q_len <= kv_len, q_len == kv_len and q_len > kv_len (leading rows see
+  // nothing and are zero).
+  const size_t shapes[][2] = {{1, 1}, {5, 9}, {8, 8}, {17, 33}, {12, 7}, {64, 100}};
+  for (const auto& s : shapes) {
+    const size_t q_len = s[0], cols = s[1], rows = 3 * q_len;
+    Buffer x(rows * cols), y(rows * cols);
+    FillUniform(x.data(), rows * cols, -8.0f, 8.0f, 5);
+    ASSERT_EQ(tfk_softmax(rows, cols, x.data(), cols, y.data(), cols, 0.7f, TFK_MASK_CAUSAL,
+                          q_len),
+              TFK_SUCCESS);
+    ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, 0.7f, TFK_MASK_CAUSAL, q_len);
+  }
+}
+
+TEST_P(SoftmaxTest, RowsSumToOneAndIgnoreAddedConstant) {
+  const size_t rows = 4;
+  for (size_t cols : {3, 64, 1021, 4096}) {
+    Buffer x(rows * cols), x2(rows * cols), y(rows * cols), y2(rows * cols);
+    FillUniform(x.data(), rows * cols, -20.0f, 20.0f, 9);
+    // Multiples of 2^-10 in [-20, 20]: x + 37 is exact, so softmax(x + 37)
+    // must meet the bound of the exact softmax(x).
+    for (size_t i = 0; i < rows * cols; ++i) {
+      x[i] = std::round(x[i] * 1024.0f) / 1024.0f;
+      x2[i] = x[i] + 37.0f;
+    }
+    tfk::softmax(rows, cols, x.data(), y.data());
+    tfk::softmax(rows, cols, x2.data(), y2.data());
+    ExpectSoftmax(x.data(), cols, y2.data(), cols, rows, cols, 1.0f, TFK_MASK_NONE, 0);
+    for (size_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (size_t j = 0; j < cols; ++j) sum += y[r * cols + j];
+      // Each y_i is within r_i (|a_i| + |x_i| + w + n/8 + 9) u with |a_i| <= 40,
+      // |x_i| <= 20, w <= 60 here, and the r_i sum to 1.
+      EXPECT_NEAR(sum, 1.0, (129 + cols / 8.0) * kEps) << cols;
+    }
+  }
+}
+
+TEST_P(SoftmaxTest, IdenticalBitsForAnyThreadCount) {
+  const size_t rows = 512, cols = 517;
+  Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);
+  FillUniform(x.data(), rows * cols, -6.0f, 6.0f, 21);
+  WithThreads(1, [&] { tfk::softmax(rows, cols, x.data(), y1.data(), 0.3f, TFK_MASK_CAUSAL, 64); });
+  WithThreads(2, [&] { tfk::softmax(rows, cols, x.data(), y2.data(), 0.3f, TFK_MASK_CAUSAL, 64); });
+  WithThreads(7, [&] { tfk::softmax(rows, cols, x.data(), y7.data(), 0.3f, TFK_MASK_CAUSAL, 64); });
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), rows * cols));
+  EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
+}
+
+TFK_INSTANTIATE_FOR_EACH_ISA(SoftmaxTest);
+
+}  // namespace
+}  // namespace tfk_test
