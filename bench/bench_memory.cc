@@ -1,0 +1,89 @@
+// Machine limits: memory bandwidth, so every kernel's bytes/s can be read as a
+// share of it. A copy of the same bytes as a kernel moves (memcpy: glibc uses
+// non-temporal stores for large copies), a read-modify-write pass (the in-place
+// analogue), a read (sum) and a STREAM triad, at 1 and all threads.
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+
+#include <cstring>
+
+#include "bench_util.h"
+
+namespace tfk_bench {
+namespace {
+
+// Runs fn(begin, end) over `threads` equal chunks of [0, n).
+template <class F>
+void Split(size_t n, int threads, const F& fn) {
+  if (threads == 1) return fn(size_t{0}, n);
+  oneapi::tbb::parallel_for(
+      oneapi::tbb::blocked_range<int>(0, threads, 1),
+      [&](const oneapi::tbb::blocked_range<int>& r) {
+        for (int t = r.begin(); t != r.end(); ++t) fn(n * t / threads, n * (t + 1) / threads);
+      },
+      oneapi::tbb::static_partitioner());
+}
+
+void RegisterCopy(size_t n) {
+  RegisterPerThreads("memory/copy/" + std::to_string(n), 2.0 * n * 4, [=](benchmark::State& s, int t) {
+    Floats a(n), b(n);
+    for (auto _ : s) {
+      Split(n, t, [&](size_t lo, size_t hi) { std::memcpy(b.p + lo, a.p + lo, (hi - lo) * 4); });
+      benchmark::DoNotOptimize(b.p);
+    }
+  });
+}
+
+void RegisterRmw(size_t n) {
+  RegisterPerThreads("memory/rmw/" + std::to_string(n), 2.0 * n * 4, [=](benchmark::State& s, int t) {
+    Floats a(n);
+    for (auto _ : s) {
+      Split(n, t, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) a.p[i] = a.p[i] * 0.999f;
+      });
+      benchmark::DoNotOptimize(a.p);
+    }
+  });
+}
+
+void RegisterReadAndTriad(size_t n) {
+  RegisterPerThreads("memory/read/" + std::to_string(n), 1.0 * n * 4, [=](benchmark::State& s, int t) {
+    Floats a(n);
+    for (auto _ : s) {
+      Split(n, t, [&](size_t lo, size_t hi) {
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        size_t i = lo;
+        for (; i + 4 <= hi; i += 4) {
+          s0 += a.p[i];
+          s1 += a.p[i + 1];
+          s2 += a.p[i + 2];
+          s3 += a.p[i + 3];
+        }
+        benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
+      });
+    }
+  });
+  RegisterPerThreads("memory/triad/" + std::to_string(n), 3.0 * n * 4, [=](benchmark::State& s, int t) {
+    Floats a(n), b(n), c(n);
+    for (auto _ : s) {
+      Split(n, t, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) a.p[i] = b.p[i] + 3.0f * c.p[i];
+      });
+      benchmark::DoNotOptimize(a.p);
+    }
+  });
+}
+
+const bool kRegistered = [] {
+  RegisterCopy(size_t{64} << 20);   // 256 MiB: the softmax [32*2048, 2048] bytes
+  RegisterCopy(size_t{16} << 20);   // 64 MiB: activations 16M, LayerNorm [2048,4096] is 8M
+  RegisterCopy(size_t{8} << 20);
+  RegisterCopy(size_t{256} << 10);  // L2-resident
+  RegisterRmw(size_t{2} << 20);     // RoPE [512, 32, 128] in place
+  RegisterReadAndTriad(size_t{64} << 20);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tfk_bench

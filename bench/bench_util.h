@@ -1,0 +1,79 @@
+// Benchmark helpers: every tfk kernel is registered once per ISA the CPU
+// supports (the ISA is capped through the library's own tfk_set_max_isa, so
+// all targets run in one binary) and per thread count (1 and all cores).
+// Labels follow "kernel/shape/ISA/threads:T", e.g. softmax/32768x2048/AVX2/threads:1.
+// Counters: bytes_per_second = bytes read + written.
+#ifndef TFK_BENCH_BENCH_UTIL_H_
+#define TFK_BENCH_BENCH_UTIL_H_
+
+#include <benchmark/benchmark.h>
+#include <tfk/tfk.hpp>
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tfk_bench {
+
+// 64-byte aligned float buffer filled with uniform values in [lo, hi].
+struct Floats {
+  explicit Floats(size_t n, float lo = -4.0f, float hi = 4.0f) : n(n) {
+    p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
+  }
+  ~Floats() { std::free(p); }
+  Floats(const Floats&) = delete;
+  Floats& operator=(const Floats&) = delete;
+  float* data() { return p; }
+  size_t n;
+  float* p;
+};
+
+inline std::vector<int> ThreadCounts() {
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  if (all <= 1) return {1};
+  return {1, all};
+}
+
+// Runs `setup()` once per benchmark run and times `run()`; bytes per run.
+using Runner = std::function<void()>;
+using Setup = std::function<Runner()>;
+
+inline void RegisterPerIsa(const std::string& name, double bytes, Setup setup) {
+  for (const std::string& isa : tfk::supported_isas()) {
+    for (int threads : ThreadCounts()) {
+      const std::string label = name + "/" + isa + "/threads:" + std::to_string(threads);
+      benchmark::RegisterBenchmark(label.c_str(), [=](benchmark::State& state) {
+        tfk::scoped_max_isa cap(isa);
+        tfk::set_num_threads(threads);
+        Runner run = setup();
+        for (auto _ : state) run();
+        state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+        state.SetLabel(isa);
+        tfk::set_num_threads(0);
+      })->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+// For peers and machine limits: registered per thread count only.
+inline void RegisterPerThreads(const std::string& name, double bytes,
+                               std::function<void(benchmark::State&, int)> body) {
+  for (int threads : ThreadCounts()) {
+    const std::string label = name + "/threads:" + std::to_string(threads);
+    benchmark::RegisterBenchmark(label.c_str(), [=](benchmark::State& state) {
+      body(state, threads);
+      state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+    })->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+}
+
+}  // namespace tfk_bench
+
+#endif  // TFK_BENCH_BENCH_UTIL_H_

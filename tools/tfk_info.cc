@@ -1,0 +1,91 @@
+// tfk-info: what tfk does on this CPU. Prints the compiled, supported and
+// active ISAs, the thread count, and a short throughput table (GB/s of bytes
+// read + written, best of several runs) of every kernel on every supported
+// ISA at 1 and all threads. For careful figures use tfk_bench.
+#include <tfk/tfk.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Kernel {
+  const char* name;
+  const char* shape;
+  double bytes;
+  std::function<void()> run;
+};
+
+double BestSeconds(const std::function<void()>& run) {
+  run();  // warm up
+  double best = 1e30;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+  for (int rep = 0; rep < 50 && (rep < 3 || std::chrono::steady_clock::now() < deadline); ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main() {
+  std::printf("tfk %s\n", tfk_version());
+  std::string compiled, supported;
+  for (const auto& s : tfk::compiled_isas()) compiled += " " + s;
+  const std::vector<std::string> isas = tfk::supported_isas();
+  for (const auto& s : isas) supported += " " + s;
+  std::printf("compiled ISAs: %s\nsupported ISAs on this CPU: %s\nactive ISA:  %s\n",
+              compiled.c_str(), supported.c_str(), tfk_active_isa());
+  const int all = tfk::num_threads();
+  std::printf("threads: %d (TFK_NUM_THREADS / tfk_set_num_threads to change)\n\n", all);
+
+  const size_t rows = 1024, cols = 2048, n = rows * cols;  // 8 MiB per operand
+  std::vector<float> x(n), y(n), g(cols, 1.0f), b(cols, 0.0f);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  for (float& v : x) v = dist(rng);
+  const double rw = 2.0 * n * sizeof(float);
+  const tfk::rope_config rope{128, 128, TFK_ROPE_HALF, 10000.0};
+  const std::vector<Kernel> kernels = {
+      {"softmax", "1024x2048", rw, [&] { tfk::softmax(rows, cols, x.data(), y.data(), 0.125f); }},
+      {"softmax causal", "1024x2048", rw,
+       [&] { tfk::softmax(rows, cols, x.data(), y.data(), 0.125f, TFK_MASK_CAUSAL, rows); }},
+      {"relu", "2M", rw, [&] { tfk::activate(TFK_ACT_RELU, 1, n, x.data(), y.data()); }},
+      {"gelu erf", "2M", rw, [&] { tfk::activate(TFK_ACT_GELU_ERF, 1, n, x.data(), y.data()); }},
+      {"gelu tanh", "2M", rw, [&] { tfk::activate(TFK_ACT_GELU_TANH, 1, n, x.data(), y.data()); }},
+      {"add", "2M", 3.0 * n * 4, [&] { tfk::add(1, n, x.data(), x.data(), y.data()); }},
+      {"layernorm", "1024x2048", rw,
+       [&] { tfk::layernorm(rows, cols, x.data(), g.data(), b.data(), 1e-5f, y.data()); }},
+      {"rmsnorm", "1024x2048", rw, [&] { tfk::rmsnorm(rows, cols, x.data(), g.data(), 1e-5f, y.data()); }},
+      {"rope half", "512x32x128", rw, [&] { tfk::rope(rope, 512, 32, y.data(), 100); }},
+  };
+
+  std::printf("%-15s %-11s", "kernel (GB/s)", "shape");
+  std::vector<int> threads = {1};
+  if (all > 1) threads.push_back(all);
+  for (const auto& isa : isas) {
+    for (int t : threads) std::printf(" %8s/%-2d", isa.c_str(), t);
+  }
+  std::printf("\n");
+  for (const Kernel& k : kernels) {
+    std::printf("%-15s %-11s", k.name, k.shape);
+    for (const auto& isa : isas) {
+      tfk::scoped_max_isa cap(isa);
+      for (int t : threads) {
+        tfk::set_num_threads(t);
+        std::printf(" %11.2f", k.bytes / BestSeconds(k.run) / 1e9);
+        std::fflush(stdout);
+      }
+      tfk::set_num_threads(0);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
