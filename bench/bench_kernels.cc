@@ -1,5 +1,6 @@
-// tfk's row kernels on every supported ISA, 1 and all threads, on the shapes
-// of docs/benchmarks.md: DRAM-sized and L2-resident inputs.
+// tfk's row kernels on every supported ISA, 1 and all threads: DRAM-sized
+// inputs and L2-resident ones (softmax [64, 2048], 256K-float activations,
+// LayerNorm [512, 1024]).
 #include "bench_util.h"
 
 namespace tfk_bench {

@@ -8,11 +8,11 @@
 //   GELU_erf(x)  = x * Phi(x),  Phi(x) = 0.5 erfc(-x / sqrt 2)
 //   GELU_tanh(x) = 0.5 x (1 + tanh u) = x sigmoid(2u),
 //                  u = sqrt(2/pi) (x + 0.044715 x^3)
-// Error bounds (derived in docs/numerics.md, checked by activation_test):
-//   GELU_erf:  <= 12 ulp relative, plus 2^-149 absolute near underflow;
-//   GELU_tanh: <= (4 + 4|2u|) ulp relative (the exp argument carries
-//              |2u| ulp of rounding; the function's own condition number in
-//              x grows the same way), plus 2^-149 absolute.
+// Error bounds with u = 2^-24 (derived in docs/numerics.md, asserted by
+// tests/activation_test.cc):
+//   GELU_erf:  16 u relative, plus (|x| + 4) 2^-149 absolute near underflow;
+//   GELU_tanh: (8 + 6 |2u|) u relative (the exp argument carries 5 roundings
+//              of a value of size |2u|), plus (|x| + 4) 2^-149 absolute.
 // Special values: GELU(+inf) = +inf, GELU(-inf) = -0, NaN -> NaN, both for
 // huge |x| and denormals.
 
@@ -55,7 +55,7 @@ HWY_INLINE void ExactSquare(D d, V a, V& hi, V& lo) {
 #endif
 }
 
-// 0.5 * erfc(|x| / sqrt 2) for float x, relative error <= 8 ulp.
+// 0.5 * erfc(|x| / sqrt 2) for float x, relative error <= 12 u.
 // erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 + z/2); q is a degree-9 fit of
 // erfcx(z)/t on z in [0, 10] (tools/fit_erfcx.py: 2e-8 relative, 2.6e-7 with
 // float Horner). z^2 = x^2 / 2 is formed exactly as hi + lo with an FMA, so

@@ -11,8 +11,10 @@
 // RMSNorm: ms = sum(x^2) / n, then y = x * (rstd * gamma).
 // If a finite row overflows these float sums (|x| > ~1e19) or may have
 // underflowed them (statistic + eps < 2^-100, e.g. |x| ~ 1e-30 with eps = 0),
-// the row is redone in double precision on the scalar path; rows with inf or
-// NaN give NaN.
+// the row is redone in double precision on the scalar path. Rows with inf or
+// NaN follow IEEE arithmetic through the formulas: NaN everywhere for
+// LayerNorm (x - mean is NaN); for RMSNorm with an inf, rstd = 0, so NaN at
+// the inf and 0 elsewhere (as a double-precision reference gives).
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "lib/norm.cc"

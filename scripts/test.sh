@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds tfk and runs every test twice: a Release
-# build, then a build under AddressSanitizer + UndefinedBehaviorSanitizer.
-#   scripts/test.sh            both
+# Installs what is missing, builds tfk and runs every test three times: a
+# Release build, a static-library build, and a build under AddressSanitizer +
+# UndefinedBehaviorSanitizer.
+#   scripts/test.sh            all three
 #   scripts/test.sh --quick    the Release build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,12 @@ cmake --build build -j "$jobs"
 ctest --test-dir build -j "$jobs" --output-on-failure
 
 if [[ "${1:-}" != "--quick" ]]; then
+  # The static library: same tests, and its install tree used by a consumer.
+  cmake -S . -B build-static -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DTFK_BUILD_BENCH=OFF -DTFK_BUILD_TOOLS=OFF
+  cmake --build build-static -j "$jobs"
+  ctest --test-dir build-static -j "$jobs" --output-on-failure
+
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFK_SANITIZE=ON \
     -DTFK_BUILD_BENCH=OFF -DTFK_BUILD_TOOLS=OFF
   cmake --build build-sanitize -j "$jobs"

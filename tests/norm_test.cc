@@ -131,8 +131,18 @@ TEST_P(NormTest, HugeTinyAndNonFinite) {
   ExpectRow(RefLayerNorm(x.data() + cols, cols, nullptr, nullptr, 0.0f), y.data() + cols, cols,
             "tiny");
   for (size_t k = 2 * cols; k < 4 * cols; ++k) EXPECT_TRUE(std::isnan(y[k])) << k;
-  ASSERT_EQ(tfk_rmsnorm(2, cols, x.data(), cols, nullptr, 0.0f, y.data(), cols), TFK_SUCCESS);
+  ASSERT_EQ(tfk_rmsnorm(4, cols, x.data(), cols, nullptr, 0.0f, y.data(), cols), TFK_SUCCESS);
   ExpectRow(RefRmsNorm(x.data(), cols, nullptr, 0.0f), y.data(), cols, "rms huge");
+  ExpectRow(RefRmsNorm(x.data() + cols, cols, nullptr, 0.0f), y.data() + cols, cols, "rms tiny");
+  for (size_t k = 2 * cols; k < 3 * cols; ++k) EXPECT_TRUE(std::isnan(y[k])) << k;  // NaN row
+  // An inf makes mean(x^2) inf, so rstd = 0: NaN at the inf, 0 elsewhere.
+  for (size_t k = 3 * cols; k < 4 * cols; ++k) {
+    if (k == 3 * cols + 9) {
+      EXPECT_TRUE(std::isnan(y[k]));
+    } else {
+      EXPECT_EQ(y[k], 0.0f) << k;
+    }
+  }
 }
 
 TEST_P(NormTest, IdenticalBitsForAnyThreadCount) {

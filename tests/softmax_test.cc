@@ -8,7 +8,7 @@
 // error <= (n/8 + 3) u plus the weighted mean w of the terms' errors
 // (w = sum e_i (|a_i| + |scale x_i|) / sum e_i, from the reference).
 // Normalising by 1/sum adds 2u. Hence
-// |y_i - r_i| <= r_i (|a_i| + |scale x_i| + w + n/8 + 9) u, plus 8 * 2^-149
+// |y_i - r_i| <= r_i (|a_i| + |scale x_i| + w + chain + 6) u, plus 8 * 2^-149
 // where exp lands in the denormals.
 #include <tfk/tfk.hpp>
 
@@ -54,7 +54,8 @@ void RefRow(const float* x, size_t cols, size_t n_valid, float scale, std::vecto
     const double a = static_cast<double>(scale) * x[j] - m;
     y[j] /= sum;
     const double sx = std::fabs(static_cast<double>(scale) * x[j]);
-    const double rel = (std::isinf(a) ? 0.0 : std::fabs(a) + sx) + w + n_valid / 8.0 + 9.0;
+    const double chain = std::max(n_valid / 8.0 + 3, std::min<double>(n_valid, 16) / 2);
+    const double rel = (std::isinf(a) ? 0.0 : std::fabs(a) + sx) + w + chain + 6.0;
     tol[j] = y[j] * rel * kEps + 8 * std::ldexp(1.0, -149);
   }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Derives the polynomial of tfk's GELU-erf (lib/math-inl.h, ErfcHalf).
+"""Derives the polynomial of tfk's GELU-erf (lib/activation-inl.h, HalfErfcScaled).
 
 erfc(z) = exp(-z^2) * t * q(t) with t = 1 / (1 + z/2), z in [0, 10].
 q(t) = erfcx(z) / t is smooth on t in [1/6, 1]; it is fitted by a degree-9
