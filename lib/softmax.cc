@@ -9,7 +9,8 @@
 // A row of 2048 floats is 8 KiB, a row of 32000 is 125 KiB: passes 2 and 3
 // re-read from L1 or L2, so memory traffic is one read of x and one write of
 // y. Highway 1.0.3's Exp(NaN) returns 0, so NaN is detected in pass 1 and the
-// row filled with NaN explicitly.
+// row filled with NaN explicitly. The exponential is a reduced-range one
+// (ExpNonPositive) since its argument is never positive.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "lib/softmax.cc"
@@ -17,7 +18,6 @@
 
 #include <math.h>
 
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "lib/softmax.h"
 #include "lib/threading.h"
@@ -26,6 +26,34 @@ HWY_BEFORE_NAMESPACE();
 namespace tfk {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// exp(a) for the softmax argument a = scale*x - max <= 0 (up to an FMA
+// residual): n = round(a / ln 2) by the 1.5*2^23 rounding trick (the same add
+// leaves n + 127 in the low mantissa bits, which a shift turns into 2^n),
+// r = a - n ln 2 in two Cody-Waite steps (ln 2 = C1 + C2, C1 with 9 bits so
+// n*C1 is exact), and a degree-6 polynomial for e^r on |r| <= ln2/2 (fitted
+// on relative error: 1.9e-9, 1.7 u in float Horner). Relative error <= 3 u.
+// Results below 2^-126 (a < -87.33) are flushed to 0: against a sum >= 1
+// they are below float resolution. About 12 operations, against ~20 for
+// Highway's general Exp, which also handles a > 0 and denormal results.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V ExpNonPositive(D d, V a) {
+  const hn::RebindToSigned<D> di;
+  const V magic = hn::Set(d, 12582912.0f + 127.0f);  // 1.5 * 2^23 + bias
+  const V t = hn::MulAdd(a, hn::Set(d, 1.44269504f), magic);
+  const V n = hn::Sub(t, magic);
+  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), a);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  V p = hn::Set(d, 0.001383684342727065f);
+  p = hn::MulAdd(p, r, hn::Set(d, 0.008374815806746483f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.04166822507977486f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.16666419804096222f));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.49999991059303284f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  const V scale = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t)));
+  return hn::IfThenZeroElse(hn::Lt(a, hn::Set(d, -87.33f)), hn::Mul(p, scale));
+}
 
 // Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
 template <class D>
@@ -67,18 +95,18 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // anything is stored (in-place safety); its lanes already covered by the
   // main loop are excluded from the sum.
   const V vm = hn::Set(d, m);
-  const V last = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + n - N), vscale, vm));
+  const V last = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + n - N), vscale, vm));
   V s0 = hn::Zero(d), s1 = s0;
   for (i = 0; i + 2 * N <= n_full; i += 2 * N) {
-    const V e0 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
-    const V e1 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i + N), vscale, vm));
+    const V e0 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
+    const V e1 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i + N), vscale, vm));
     hn::StoreU(e0, d, y + i);
     hn::StoreU(e1, d, y + i + N);
     s0 = hn::Add(s0, e0);
     s1 = hn::Add(s1, e1);
   }
   if (i < n_full) {
-    const V e = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
+    const V e = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
     hn::StoreU(e, d, y + i);
     s0 = hn::Add(s0, e);
   }
