@@ -2,15 +2,16 @@
 // Contract: include/tfk/tfk.h (tfk_softmax); numerics: docs/numerics.md.
 //
 // Three passes over each row, the row staying in L1/L2 after the first:
-//   1. m = max(scale * x), and whether any lane is NaN;
+//   1. m = max(scale * x) (= scale * max(x) or scale * min(x));
 //   2. y = exp(scale * x - m) (one FMA for the argument; targets without FMA,
 //      such as SSE4, round scale * x first), s = sum(y);
 //   3. y *= 1 / s.
 // A row of 2048 floats is 8 KiB, a row of 32000 is 125 KiB: passes 2 and 3
 // re-read from L1 or L2, so memory traffic is one read of x and one write of
-// y. Highway 1.0.3's Exp(NaN) returns 0, so NaN is detected in pass 1 and the
-// row filled with NaN explicitly. The exponential is a reduced-range one
-// (ExpNonPositive) since its argument is never positive.
+// y. The exponential is a reduced-range one (ExpNonPositive) since its
+// argument is never positive; unlike Highway 1.0.3's Exp, which returns 0 for
+// NaN, it keeps NaN, so a NaN anywhere in a row makes the sum and so the row
+// NaN.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "lib/softmax.cc"
@@ -63,26 +64,28 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const V vscale = hn::Set(d, scale);
   const size_t n_full = n - n % N;
 
-  // Pass 1: max and NaN. The last vector may overlap the previous ones;
-  // max does not mind.
-  V m0 = hn::Set(d, -INFINITY), m1 = m0;
-  auto nan = hn::IsNaN(m0);  // all false
+  // Pass 1: m = max(scale * x) = scale * max(x) for scale >= 0 (rounding is
+  // monotone), scale * min(x) for scale < 0. The last vector may overlap the
+  // previous ones; max and min do not mind. A NaN need not survive here
+  // (x86 max drops it): it makes its exponential, hence the sum and the
+  // whole row, NaN in pass 2.
+  const bool negative = scale < 0.0f;
+  V m0 = hn::Set(d, negative ? INFINITY : -INFINITY), m1 = m0;
+  const auto reduce = [&](V acc, V v) HWY_ATTR {
+    return negative ? hn::Min(acc, v) : hn::Max(acc, v);
+  };
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    const V v0 = hn::Mul(hn::LoadU(d, x + i), vscale);
-    const V v1 = hn::Mul(hn::LoadU(d, x + i + N), vscale);
-    m0 = hn::Max(m0, v0);
-    m1 = hn::Max(m1, v1);
-    nan = hn::Or(nan, hn::Or(hn::IsNaN(v0), hn::IsNaN(v1)));
+    m0 = reduce(m0, hn::LoadU(d, x + i));
+    m1 = reduce(m1, hn::LoadU(d, x + i + N));
   }
-  {
-    const V v = hn::Mul(hn::LoadU(d, x + (i + N <= n ? i : n - N)), vscale);
-    const V vl = hn::Mul(hn::LoadU(d, x + n - N), vscale);
-    m0 = hn::Max(m0, hn::Max(v, vl));
-    nan = hn::Or(nan, hn::Or(hn::IsNaN(v), hn::IsNaN(vl)));
-  }
-  const float m = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
-  if (!hn::AllFalse(d, nan) || m == INFINITY) {
+  m0 = reduce(m0, hn::LoadU(d, x + (i + N <= n ? i : n - N)));
+  m1 = reduce(m1, hn::LoadU(d, x + n - N));
+  const V mm = reduce(m0, m1);
+  const float extreme =
+      hn::GetLane(negative ? hn::MinOfLanes(d, mm) : hn::MaxOfLanes(d, mm));
+  const float m = scale * extreme;
+  if (m == INFINITY) {  // exp(inf - inf): NaN, as the definition gives
     for (size_t k = 0; k < n; ++k) y[k] = NAN;
     return;
   }
