@@ -5,9 +5,12 @@
 #define HWY_TARGET_INCLUDE "lib/activation.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <type_traits>
+
 #include "hwy/highway.h"
 #include "lib/activation-inl.h"
 #include "lib/elementwise-inl.h"
+#include "lib/memory.h"
 #include "tfk/tfk.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -32,13 +35,23 @@ struct AddOp {
   HWY_INLINE V operator()(D, V a, V b) const { return hn::Add(a, b); }
 };
 
+template <bool kStream, class Op>
+void ActivateWith(size_t rows, size_t cols, const float* x, size_t ldx, float* y,
+                  size_t ldy) {
+  ForEachRowSegment<kStream>(rows, cols, ldx, ldy, 2 * sizeof(float),
+                             [&](size_t ox, size_t oy, size_t n) HWY_ATTR {
+                               UnaryRow<kStream>(x + ox, y + oy, n, Op());
+                             });
+}
+
 template <class Op>
 void ActivateWith(size_t rows, size_t cols, const float* x, size_t ldx, float* y,
                   size_t ldy) {
-  ForEachRowSegment(rows, cols, ldx, ldy, 2 * sizeof(float),
-                    [&](size_t ox, size_t oy, size_t n) HWY_ATTR {
-                      UnaryRow(x + ox, y + oy, n, Op());
-                    });
+  if (rows * cols * sizeof(float) >= detail::StreamThresholdBytes()) {
+    ActivateWith<true, Op>(rows, cols, x, ldx, y, ldy);
+  } else {
+    ActivateWith<false, Op>(rows, cols, x, ldx, y, ldy);
+  }
 }
 
 void Activate(int act, size_t rows, size_t cols, const float* x, size_t ldx,
@@ -52,16 +65,20 @@ void Activate(int act, size_t rows, size_t cols, const float* x, size_t ldx,
 
 void AddRows(size_t rows, size_t cols, const float* a, size_t lda, const float* b,
              size_t ldb, float* y, size_t ldy) {
+  const bool stream = rows * cols * sizeof(float) >= detail::StreamThresholdBytes();
   if (lda == ldb) {  // a and b share offsets: flat blocks when dense
-    ForEachRowSegment(rows, cols, lda, ldy, 3 * sizeof(float),
-                      [&](size_t oa, size_t oy, size_t n) HWY_ATTR {
-                        BinaryRow(a + oa, b + oa, y + oy, n, AddOp());
-                      });
-    return;
+    const auto run = [&](auto stream_tag) HWY_ATTR {
+      constexpr bool kStream = decltype(stream_tag)::value;
+      ForEachRowSegment<kStream>(rows, cols, lda, ldy, 3 * sizeof(float),
+                                 [&](size_t oa, size_t oy, size_t n) HWY_ATTR {
+                                   BinaryRow<kStream>(a + oa, b + oa, y + oy, n, AddOp());
+                                 });
+    };
+    return stream ? run(std::true_type()) : run(std::false_type());
   }
   detail::ParallelFor(rows, cols * 3 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
     for (size_t r = begin; r < end; ++r) {
-      BinaryRow(a + r * lda, b + r * ldb, y + r * ldy, cols, AddOp());
+      BinaryRow<false>(a + r * lda, b + r * ldb, y + r * ldy, cols, AddOp());
     }
   });
 }

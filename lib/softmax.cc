@@ -8,7 +8,8 @@
 //   3. y *= 1 / s.
 // A row of 2048 floats is 8 KiB, a row of 32000 is 125 KiB: passes 2 and 3
 // re-read from L1 or L2, so memory traffic is one read of x and one write of
-// y. The exponential is a reduced-range one (ExpNonPositive) since its
+// y. Outputs larger than the last-level cache are written with streaming
+// stores from a per-thread scratch row, which saves reading y's lines first. The exponential is a reduced-range one (ExpNonPositive) since its
 // argument is never positive; unlike Highway 1.0.3's Exp, which returns 0 for
 // NaN, it keeps NaN, so a NaN anywhere in a row makes the sum and so the row
 // NaN.
@@ -20,6 +21,8 @@
 #include <math.h>
 
 #include "hwy/highway.h"
+#include "lib/elementwise-inl.h"
+#include "lib/memory.h"
 #include "lib/softmax.h"
 #include "lib/threading.h"
 
@@ -57,8 +60,12 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
 }
 
 // Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
-template <class D>
-HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale) {
+// Pass 2 writes the exponentials to tmp: y itself, or with kStream a scratch
+// row in L1/L2, from which pass 3 streams the result to y (no read of y's
+// lines from memory before they are written).
+template <bool kStream, class D>
+HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
+                             float* tmp) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   const V vscale = hn::Set(d, scale);
@@ -103,16 +110,17 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   for (i = 0; i + 2 * N <= n_full; i += 2 * N) {
     const V e0 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
     const V e1 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i + N), vscale, vm));
-    hn::StoreU(e0, d, y + i);
-    hn::StoreU(e1, d, y + i + N);
+    hn::StoreU(e0, d, tmp + i);
+    hn::StoreU(e1, d, tmp + i + N);
     s0 = hn::Add(s0, e0);
     s1 = hn::Add(s1, e1);
   }
   if (i < n_full) {
     const V e = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
-    hn::StoreU(e, d, y + i);
+    hn::StoreU(e, d, tmp + i);
     s0 = hn::Add(s0, e);
   }
+  if (kStream) hn::StoreU(last, d, tmp + n - N);  // tmp then holds the whole row
   if (n_full != n) {
     s1 = hn::Add(s1, hn::IfThenZeroElse(hn::FirstN(d, N - n % N), last));
   }
@@ -120,29 +128,47 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
 
   // Pass 3: normalise (sum >= 1: the max entry contributes exp(~0)).
   const V inv = hn::Set(d, 1.0f / sum);
-  for (i = 0; i < n_full; i += N) {
-    hn::StoreU(hn::Mul(hn::LoadU(d, y + i), inv), d, y + i);
+  i = 0;
+  if (kStream) {
+    const hn::CappedTag<float, 1> d1;
+    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) {
+      hn::StoreU(hn::Mul(hn::LoadU(d1, tmp + i), hn::Set(d1, 1.0f / sum)), d1, y + i);
+    }
+    for (; i + N <= n; i += N) hn::Stream(hn::Mul(hn::LoadU(d, tmp + i), inv), d, y + i);
+  } else {
+    for (; i < n_full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), inv), d, y + i);
   }
-  if (n_full != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
+  if (i != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
 }
 
+// scratch: a row of cols floats for the streaming variant, or null.
 HWY_INLINE void SoftmaxRow(const float* x, float* y, size_t cols, size_t n_valid,
-                           float scale) {
+                           float scale, float* scratch) {
   const hn::ScalableTag<float> d;
-  if (n_valid >= hn::Lanes(d)) {
-    SoftmaxValid(d, x, y, n_valid, scale);
+  if (n_valid >= 2 * hn::Lanes(d)) {
+    if (scratch != nullptr) {
+      SoftmaxValid<true>(d, x, y, n_valid, scale, scratch);
+    } else {
+      SoftmaxValid<false>(d, x, y, n_valid, scale, y);
+    }
+  } else if (n_valid >= hn::Lanes(d)) {
+    SoftmaxValid<false>(d, x, y, n_valid, scale, y);
   } else if (n_valid != 0) {
-    SoftmaxValid(hn::CappedTag<float, 1>(), x, y, n_valid, scale);
+    SoftmaxValid<false>(hn::CappedTag<float, 1>(), x, y, n_valid, scale, y);
   }
   for (size_t k = n_valid; k < cols; ++k) y[k] = 0.0f;  // masked
 }
 
 void SoftmaxRows(const SoftmaxArgs& a) {
+  const bool stream = a.rows * a.cols * sizeof(float) >= detail::StreamThresholdBytes();
   detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
+    // Without scratch memory the row is computed in y, as for small outputs.
+    float* scratch = stream ? detail::ThreadScratch(a.cols) : nullptr;
     for (size_t r = begin; r < end; ++r) {
       SoftmaxRow(a.x + r * a.ldx, a.y + r * a.ldy, a.cols,
-                 SoftmaxValidCols(a.mask, a.q_len, a.cols, r), a.scale);
+                 SoftmaxValidCols(a.mask, a.q_len, a.cols, r), a.scale, scratch);
     }
+    if (scratch != nullptr) hwy::FlushStream();
   });
 }
 

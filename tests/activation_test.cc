@@ -151,6 +151,12 @@ TEST_P(ActivationTest, AddExactStridedAndInPlace) {
       }
     }
     ASSERT_TRUE(y.GuardsIntact());
+    // dense operands (one flat loop; streamed when large)
+    std::vector<float> ad(rows * cols), bd(rows * cols), yd(rows * cols);
+    FillUniform(ad.data(), ad.size(), -1e3f, 1e3f, 3);
+    FillUniform(bd.data(), bd.size(), -1e3f, 1e3f, 4);
+    ASSERT_EQ(tfk_add(rows, cols, ad.data(), cols, bd.data(), cols, yd.data(), cols), TFK_SUCCESS);
+    for (size_t i = 0; i < yd.size(); ++i) ASSERT_EQ(yd[i], ad[i] + bd[i]);
     // in place into a
     ASSERT_EQ(tfk_add(rows, cols, a.data(), lda, b.data(), ldb, a.data(), lda), TFK_SUCCESS);
     for (size_t r = 0; r < rows; ++r) {
