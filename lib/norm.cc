@@ -31,23 +31,26 @@ namespace tfk {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// sum over k < n of f(d, x[k]) (f maps to 0 where appropriate), n >= Lanes(d).
-// Fixed order for a given target and n: deterministic.
-template <class D, class F>
+// sum over k < n of f(x[k])^2 (kSquare) or f(x[k]), n >= Lanes(d); squares
+// are accumulated with one FMA each. Fixed order for a given target and n:
+// deterministic. The last vector may overlap the previous ones: the lanes
+// already summed are zeroed.
+template <bool kSquare, class D, class F>
 HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
+  const auto acc = [](V s, V v) HWY_ATTR { return kSquare ? hn::MulAdd(v, v, s) : hn::Add(s, v); };
   V s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
   size_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
-    s0 = hn::Add(s0, f(hn::LoadU(d, x + i)));
-    s1 = hn::Add(s1, f(hn::LoadU(d, x + i + N)));
-    s2 = hn::Add(s2, f(hn::LoadU(d, x + i + 2 * N)));
-    s3 = hn::Add(s3, f(hn::LoadU(d, x + i + 3 * N)));
+    s0 = acc(s0, f(hn::LoadU(d, x + i)));
+    s1 = acc(s1, f(hn::LoadU(d, x + i + N)));
+    s2 = acc(s2, f(hn::LoadU(d, x + i + 2 * N)));
+    s3 = acc(s3, f(hn::LoadU(d, x + i + 3 * N)));
   }
-  for (; i + N <= n; i += N) s0 = hn::Add(s0, f(hn::LoadU(d, x + i)));
-  if (i != n) {  // last vector overlaps: drop the lanes already summed
-    s1 = hn::Add(s1, hn::IfThenZeroElse(hn::FirstN(d, N - (n - i)), f(hn::LoadU(d, x + n - N))));
+  for (; i + N <= n; i += N) s0 = acc(s0, f(hn::LoadU(d, x + i)));
+  if (i != n) {
+    s1 = acc(s1, hn::IfThenZeroElse(hn::FirstN(d, N - (n - i)), f(hn::LoadU(d, x + n - N))));
   }
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
 }
@@ -84,12 +87,11 @@ HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const flo
   const float p = x[0];
   const V vp = hn::Set(d, p);
   const float m_lo =
-      SumRow(d, x, n, [&](V v) HWY_ATTR { return hn::Sub(v, vp); }) / static_cast<float>(n);
+      SumRow<false>(d, x, n, [&](V v) HWY_ATTR { return hn::Sub(v, vp); }) /
+      static_cast<float>(n);
   const V vm_lo = hn::Set(d, m_lo);
-  const float sq = SumRow(d, x, n, [&](V v) HWY_ATTR {
-    const V c = hn::Sub(hn::Sub(v, vp), vm_lo);
-    return hn::Mul(c, c);
-  });
+  const float sq = SumRow<true>(
+      d, x, n, [&](V v) HWY_ATTR { return hn::Sub(hn::Sub(v, vp), vm_lo); });
   const float var = sq / static_cast<float>(n);
   if (!(isfinite(m_lo) && isfinite(var) && var + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return LayerNormRowF64(x, y, n, gamma, beta, eps);
@@ -101,7 +103,7 @@ template <class D>
 HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
                             float eps) {
   using V = hn::Vec<D>;
-  const float sq = SumRow(d, x, n, [](V v) HWY_ATTR { return hn::Mul(v, v); });
+  const float sq = SumRow<true>(d, x, n, [](V v) HWY_ATTR { return v; });
   const float ms = sq / static_cast<float>(n);
   if (!(isfinite(ms) && ms + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return RmsNormRowF64(x, y, n, gamma, eps);
