@@ -107,7 +107,7 @@ TFK_API tfk_status tfk_activate(tfk_activation act, size_t rows, size_t cols,
   const char* fn = "tfk_activate";
   tfk::detail::ClearError();
   if (act != TFK_ACT_RELU && act != TFK_ACT_GELU_ERF && act != TFK_ACT_GELU_TANH) {
-    return tfk::detail::Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not a tfk_activation",
+    return tfk::detail::Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not TFK_ACT_RELU, TFK_ACT_GELU_ERF or TFK_ACT_GELU_TANH",
                              static_cast<int>(act));
   }
   TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));

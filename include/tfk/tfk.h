@@ -118,12 +118,14 @@ TFK_API tfk_status tfk_softmax(size_t rows, size_t cols, const float* x,
 /* ---- Activations ------------------------------------------------------ */
 
 typedef enum tfk_activation {
+  TFK_ACT_NONE = 0,      /* identity: only for matmul epilogues */
   TFK_ACT_RELU = 1,      /* max(x, 0); NaN stays NaN */
   TFK_ACT_GELU_ERF = 2,  /* 0.5 x (1 + erf(x / sqrt 2)) */
   TFK_ACT_GELU_TANH = 3  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 } tfk_activation;
 
-/* y = act(x) elementwise over [rows, cols]. In place allowed. */
+/* y = act(x) elementwise over [rows, cols] (act is not TFK_ACT_NONE). In
+ * place allowed. */
 TFK_API tfk_status tfk_activate(tfk_activation act, size_t rows, size_t cols,
                                 const float* x, size_t ldx, float* y,
                                 size_t ldy);
@@ -170,6 +172,52 @@ TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_dim,
                             size_t rotary_dim, tfk_rope_pairing pairing,
                             double base, float* x, size_t ldx,
                             int64_t pos_start, const int64_t* positions);
+
+/* ---- Matrix multiplication ------------------------------------------- */
+
+typedef enum tfk_layout {
+  TFK_LAYOUT_KN = 0, /* B stored [K, N], row-major: C = A B */
+  TFK_LAYOUT_NK = 1  /* B stored [N, K] (PyTorch/Hugging Face [out, in]
+                        weights): C = A B^T */
+} tfk_layout;
+
+/* C[M,N] = alpha * A[M,K] op(B) + beta * C, row-major, leading dimensions
+ * lda >= K, ldb >= N (KN) or >= K (NK), ldc >= N. Any M, N, K >= 1. C must
+ * not overlap A or B. beta = 0 does not read C (NaN there is ignored). Each
+ * C element is one sequential FMA chain over k = 0..K-1, so results are
+ * identical for any thread count and equal, bit for bit, to tfk_linear with
+ * the same B. Error: |C - C_exact| <= K u (|A||B|)_ij + rounding of the
+ * alpha/beta step (docs/matmul.md). */
+TFK_API tfk_status tfk_matmul(size_t M, size_t N, size_t K, float alpha,
+                              const float* A, size_t lda, const float* B,
+                              size_t ldb, tfk_layout b_layout, float beta,
+                              float* C, size_t ldc);
+
+/* A linear layer with weights packed once: Y = R + act(X W + bias).
+ * W is [K, N] (TFK_LAYOUT_KN) or [N, K] (TFK_LAYOUT_NK) with leading
+ * dimension ldw; bias is [N] or NULL; act is any tfk_activation (NONE for
+ * none). The handle owns a packed copy of W and bias; the caller's arrays
+ * can be freed after create. A handle is immutable: forward may run on it
+ * from many threads at once. */
+typedef struct tfk_linear tfk_linear;
+
+TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N,
+                                     const float* W, size_t ldw,
+                                     tfk_layout layout, const float* bias,
+                                     tfk_activation act);
+
+/* Y[M,N] = R + act(X[M,K] W + bias); R is [M,N] (ldr) or NULL. Y may be R
+ * (in place residual add) but must not overlap X. Allocates nothing. */
+TFK_API tfk_status tfk_linear_forward(const tfk_linear* layer, size_t M,
+                                      const float* X, size_t ldx, float* Y,
+                                      size_t ldy, const float* R, size_t ldr);
+
+/* K, N and the bytes the handle holds; any pointer may be NULL. */
+TFK_API tfk_status tfk_linear_info(const tfk_linear* layer, size_t* K,
+                                   size_t* N, size_t* bytes);
+
+/* Frees the handle; NULL is ignored. */
+TFK_API void tfk_linear_destroy(tfk_linear* layer);
 
 #ifdef __cplusplus
 } /* extern "C" */

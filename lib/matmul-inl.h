@@ -1,0 +1,157 @@
+// Matmul microkernel and tile loops, per target. Configuration and packed
+// layout: lib/matmul.h; design and figures: docs/matmul.md.
+//
+// Register tile: kMR rows x 32 columns (one panel), held in kMR * 32/N
+// accumulators, N = lanes per vector:
+//   AVX-512 (N = 16): 12 x 32 -> 24 zmm accumulators of 32, the rest for the
+//                     two B vectors; A values are broadcast from memory
+//                     (embedded broadcast operands).
+//   AVX2    (N = 8):   3 x 32 -> 12 ymm accumulators of 16, 3 broadcasts, 1 B.
+//   SSE4    (N = 4):   1 x 32 ->  8 xmm accumulators (no FMA: mul + add).
+// Two FMA pipes of latency 4 need >= 8 independent accumulators; more give
+// more FMAs per load (AVX-512: 24 FMAs per 2 B loads and 12 broadcasts).
+// Each C element is one sequential FMA chain over k = 0..K-1; k-blocks only
+// park the chain in the workspace W between blocks, so results do not depend
+// on blocking, tiling or threads.
+
+#if defined(TFK_LIB_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TFK_LIB_MATMUL_INL_H_
+#undef TFK_LIB_MATMUL_INL_H_
+#else
+#define TFK_LIB_MATMUL_INL_H_
+#endif
+
+#include <stddef.h>
+#include <string.h>
+
+#include "hwy/highway.h"
+#include "lib/activation-inl.h"
+#include "lib/matmul.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr size_t kLanes = HWY_MAX_BYTES / sizeof(float);
+constexpr size_t kNV = kNR / kLanes;  // vectors per panel row
+constexpr size_t kMaxMR = kLanes >= 16 ? 12 : (kLanes >= 8 ? 3 : 1);
+
+// The epilogue on one vector of S (columns col .. col + N of row `row`).
+// c_old / res point at the row's C and R values for those columns.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V ApplyEpilogue(D d, V s, const Epilogue& e, const float* c_old, const float* bias,
+                           const float* res) {
+  V v = hn::Mul(s, hn::Set(d, e.alpha));
+  if (e.beta != 0.0f) v = hn::MulAdd(hn::Set(d, e.beta), hn::LoadU(d, c_old), v);
+  if (bias != nullptr) v = hn::Add(v, hn::LoadU(d, bias));
+  switch (e.act) {
+    case TFK_ACT_RELU: v = Relu(d, v); break;
+    case TFK_ACT_GELU_ERF: v = GeluErf(d, v); break;
+    case TFK_ACT_GELU_TANH: v = GeluTanh(d, v); break;
+    default: break;
+  }
+  if (res != nullptr) v = hn::Add(v, hn::LoadU(d, res));
+  return v;
+}
+
+// Tile of kMR rows x one panel: acc = (first ? 0 : W) + A[:, k0:k0+kc] * Bslice.
+// a: row 0 of the tile at column k0 (stride lda); b: [kc][32] panel slice
+// (64-byte aligned); w: [kMR][32] partial sums. If last, applies the
+// epilogue and writes columns [0, n_valid) of the tile to c (stride ldc),
+// whose absolute position is (row0, col0) for bias and residual.
+template <size_t kMR>
+HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
+                       const float* HWY_RESTRICT b, float* HWY_RESTRICT w, bool first,
+                       bool last, float* c, size_t ldc, size_t n_valid, size_t row0,
+                       size_t col0, const Epilogue& epi) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  V acc[kMR][kNV];
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kMR; ++i) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kNV; ++j) {
+      acc[i][j] = first ? hn::Zero(d) : hn::Load(d, w + i * kNR + j * kLanes);
+    }
+  }
+  for (size_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kNR;
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kNV; ++j) {
+      const V bj = hn::Load(d, bk + j * kLanes);
+#pragma GCC unroll 16
+      for (size_t i = 0; i < kMR; ++i) {
+        acc[i][j] = hn::MulAdd(hn::Set(d, a[i * lda + k]), bj, acc[i][j]);
+      }
+    }
+  }
+  if (!last) {
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kMR; ++i) {
+#pragma GCC unroll 16
+      for (size_t j = 0; j < kNV; ++j) hn::Store(acc[i][j], d, w + i * kNR + j * kLanes);
+    }
+    return;
+  }
+  // Epilogue. A partial panel goes through row buffers, so no load or store
+  // touches columns >= n_valid.
+  HWY_ALIGN float cbuf[kNR], rbuf[kNR], ybuf[kNR];
+  const float* bias = epi.bias ? epi.bias + col0 : nullptr;
+  for (size_t i = 0; i < kMR; ++i) {
+    float* crow = c + i * ldc;
+    const float* rrow = epi.residual ? epi.residual + (row0 + i) * epi.ldr + col0 : nullptr;
+    if (n_valid == kNR) {
+#pragma GCC unroll 16
+      for (size_t j = 0; j < kNV; ++j) {
+        const size_t o = j * kLanes;
+        hn::StoreU(ApplyEpilogue(d, acc[i][j], epi, crow + o, bias ? bias + o : nullptr,
+                                 rrow ? rrow + o : nullptr),
+                   d, crow + o);
+      }
+    } else {
+      if (epi.beta != 0.0f) memcpy(cbuf, crow, n_valid * sizeof(float));
+      if (rrow) memcpy(rbuf, rrow, n_valid * sizeof(float));
+#pragma GCC unroll 16
+      for (size_t j = 0; j < kNV; ++j) {
+        const size_t o = j * kLanes;
+        hn::Store(ApplyEpilogue(d, acc[i][j], epi, cbuf + o, bias ? bias + o : nullptr,
+                                rrow ? rbuf + o : nullptr),
+                  d, ybuf + o);
+      }
+      memcpy(crow, ybuf, n_valid * sizeof(float));
+    }
+  }
+}
+
+using TileFn = void (*)(size_t, const float*, size_t, const float*, float*, bool, bool, float*,
+                        size_t, size_t, size_t, size_t, const Epilogue&);
+
+// Tile kernels for 1 .. kMaxMR rows.
+HWY_INLINE TileFn TileForRows(size_t rows) {
+  switch (rows) {
+    case 1: return &Tile<1>;
+#if HWY_MAX_BYTES >= 32
+    case 2: return &Tile<2>;
+    case 3: return &Tile<3>;
+#endif
+#if HWY_MAX_BYTES >= 64
+    case 4: return &Tile<4>;
+    case 5: return &Tile<5>;
+    case 6: return &Tile<6>;
+    case 7: return &Tile<7>;
+    case 8: return &Tile<8>;
+    case 9: return &Tile<9>;
+    case 10: return &Tile<10>;
+    case 11: return &Tile<11>;
+    case 12: return &Tile<12>;
+#endif
+  }
+  return nullptr;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#endif  // TFK_LIB_MATMUL_INL_H_ toggle

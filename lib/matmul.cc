@@ -1,0 +1,294 @@
+// Matmul and packed linear layers: public entries and per-target loops.
+// Contract: include/tfk/tfk.h; kernel: lib/matmul-inl.h; docs/matmul.md.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/matmul.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "hwy/highway.h"
+#include "lib/matmul-inl.h"
+#include "lib/matmul.h"
+#include "lib/memory.h"
+#include "lib/threading.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+
+// Work split: items are (M chunk of mc rows, panel) pairs, numbered
+// chunk-major, so a task's contiguous range walks the panels of one M chunk
+// (its A block stays in cache) before moving on. Every item covers all of K.
+// Returns false if a task could not get its scratch memory (out of memory).
+bool Gemm(const GemmArgs& g) {
+  const Blocking blk = GetBlocking();
+  const size_t mc = blk.mc / kMaxMR * kMaxMR;
+  const size_t kc = blk.kc;
+  const size_t n_panels = NumPanels(g.N);
+  const size_t m_chunks = (g.M + mc - 1) / mc;
+  const size_t group = blk.nc_panels;  // panels per workspace group
+  // ~flops / 8 as "bytes" for the small-work threshold of ParallelFor.
+  const size_t cost = (g.M < mc ? g.M : mc) * g.K * kNR / 4;
+  std::atomic<bool> ok{true};
+  detail::ParallelFor(m_chunks * n_panels, cost, [&](size_t begin, size_t end) HWY_ATTR {
+    const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
+    const size_t w_floats = blocked ? group * mc * kNR : 0;
+    const size_t b_floats = g.packed ? 0 : group * kc * kNR;
+    float* scratch = detail::ThreadScratch(w_floats + b_floats + 16);
+    if (scratch == nullptr) {
+      ok.store(false);
+      return;
+    }
+    float* w = scratch;
+    float* bs = scratch + w_floats;
+    for (size_t item = begin; item < end;) {
+      // A group: consecutive panels of one M chunk, at most `group` of them.
+      const size_t chunk = item / n_panels;
+      const size_t p0 = item % n_panels;
+      size_t p1 = p0 + group;
+      if (p1 > n_panels) p1 = n_panels;
+      if (p1 - p0 > end - item) p1 = p0 + (end - item);
+      item += p1 - p0;
+      const size_t m0 = chunk * mc;
+      const size_t m1 = m0 + mc < g.M ? m0 + mc : g.M;
+      for (size_t k0 = 0; k0 < g.K; k0 += kc) {
+        const size_t kb = g.K - k0 < kc ? g.K - k0 : kc;
+        const bool first = k0 == 0, last = k0 + kb == g.K;
+        for (size_t p = p0; p < p1; ++p) {
+          const float* bslice;
+          if (g.packed) {
+            bslice = g.packed + (p * g.K + k0) * kNR;
+          } else {
+            float* dst = bs + (p - p0) * kc * kNR;
+            PackPanelSlice(g.B, g.ldb, g.layout, g.N, p, k0, kb, dst);
+            bslice = dst;
+          }
+          const size_t col0 = p * kNR;
+          const size_t n_valid = g.N - col0 < kNR ? g.N - col0 : kNR;
+          for (size_t r = m0; r < m1; r += kMaxMR) {
+            const size_t rows = m1 - r < kMaxMR ? m1 - r : kMaxMR;
+            float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
+            TileForRows(rows)(kb, g.A + r * g.lda + k0, g.lda, bslice, wt, first, last,
+                              g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi);
+          }
+        }
+      }
+    }
+  });
+  return ok.load();
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <math.h>
+#include <unistd.h>
+
+#include <new>
+
+#include "lib/dispatch.h"
+#include "lib/status.h"
+
+namespace tfk {
+HWY_EXPORT(Gemm);
+
+Blocking GetBlocking() {
+  static const Blocking blocking = [] {
+    long l1 = -1, l2 = -1;
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    if (l1 <= 0) l1 = 32 << 10;
+    if (l2 <= 0) l2 = 512 << 10;
+    Blocking b;
+    b.kc = static_cast<size_t>(l1) / 2 / (kNR * sizeof(float));         // half of L1d
+    b.kc = b.kc < 64 ? 64 : (b.kc > 512 ? 512 : b.kc);
+    b.mc = static_cast<size_t>(l2) / 2 / (b.kc * sizeof(float));        // half of L2
+    b.mc = b.mc < 48 ? 48 : (b.mc > 480 ? 480 : b.mc);
+    b.nc_panels = 8;
+    return b;
+  }();
+  return blocking;
+}
+
+void PackPanelSlice(const float* B, size_t ldb, tfk_layout layout, size_t N, size_t p,
+                    size_t k0, size_t kc, float* dst) {
+  const size_t col0 = p * kNR;
+  const size_t n = N - col0 < kNR ? N - col0 : kNR;
+  for (size_t k = 0; k < kc; ++k) {
+    float* out = dst + k * kNR;
+    if (layout == TFK_LAYOUT_KN) {
+      memcpy(out, B + (k0 + k) * ldb + col0, n * sizeof(float));
+    } else {
+      for (size_t j = 0; j < n; ++j) out[j] = B[(col0 + j) * ldb + k0 + k];
+    }
+    for (size_t j = n; j < kNR; ++j) out[j] = 0.0f;
+  }
+}
+
+}  // namespace tfk
+
+struct tfk_linear {
+  size_t K, N;
+  float* panels;  // [n_panels][K][32], 64-byte aligned
+  float* bias;    // [n_panels * 32] or null
+  int act;
+  size_t bytes;
+};
+
+namespace {
+
+using namespace tfk::detail;  // NOLINT
+
+// B [K,N] (KN, ldb >= N) or [N,K] (NK, ldb >= K).
+tfk_status CheckB(const char* fn, const char* name, const float* B, size_t ldb,
+                  tfk_layout layout, size_t K, size_t N) {
+  if (layout != TFK_LAYOUT_KN && layout != TFK_LAYOUT_NK) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout",
+                static_cast<int>(layout));
+  }
+  return layout == TFK_LAYOUT_KN ? CheckMatrix(fn, name, B, K, N, ldb)
+                                 : CheckMatrix(fn, name, B, N, K, ldb);
+}
+
+bool Overlaps(const float* a, size_t rows_a, size_t cols_a, size_t lda, const float* b,
+              size_t rows_b, size_t cols_b, size_t ldb) {
+  const uintptr_t a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  const uintptr_t a1 = a0 + ((rows_a - 1) * lda + cols_a) * sizeof(float);
+  const uintptr_t b1 = b0 + ((rows_b - 1) * ldb + cols_b) * sizeof(float);
+  return a0 < b1 && b0 < a1;
+}
+
+tfk_status CheckAct(const char* fn, tfk_activation act) {
+  if (act == TFK_ACT_NONE || act == TFK_ACT_RELU || act == TFK_ACT_GELU_ERF ||
+      act == TFK_ACT_GELU_TANH) {
+    return TFK_SUCCESS;
+  }
+  return Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not a tfk_activation",
+              static_cast<int>(act));
+}
+
+// Runs the multiplication. Out of memory for the per-thread workspace is the
+// one failure after validation; C may then be partly written.
+tfk_status Run(const char* fn, const tfk::GemmArgs& g) {
+  if (TFK_DISPATCH(tfk::Gemm)(g)) return TFK_SUCCESS;
+  return Fail(TFK_OUT_OF_MEMORY, fn, "cannot allocate the per-thread workspace");
+}
+
+}  // namespace
+
+extern "C" {
+
+TFK_API tfk_status tfk_matmul(size_t M, size_t N, size_t K, float alpha, const float* A,
+                              size_t lda, const float* B, size_t ldb, tfk_layout b_layout,
+                              float beta, float* C, size_t ldc) {
+  const char* fn = "tfk_matmul";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "M", M));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "N", N));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "K", K));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "A", A, M, K, lda));
+  TFK_RETURN_IF_ERROR(CheckB(fn, "B", B, ldb, b_layout, K, N));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "C", C, M, N, ldc));
+  if (!isfinite(alpha)) return Fail(TFK_INVALID_ARGUMENT, fn, "alpha (%g) is not finite", alpha);
+  if (!isfinite(beta)) return Fail(TFK_INVALID_ARGUMENT, fn, "beta (%g) is not finite", beta);
+  if (Overlaps(C, M, N, ldc, A, M, K, lda)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "C overlaps A");
+  }
+  const bool kn = b_layout == TFK_LAYOUT_KN;
+  if (Overlaps(C, M, N, ldc, B, kn ? K : N, kn ? N : K, ldb)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "C overlaps B");
+  }
+  tfk::GemmArgs g{M, N, K, A, lda, nullptr, B, ldb, b_layout, C, ldc, {}};
+  g.epi.alpha = alpha;
+  g.epi.beta = beta;
+  return Run(fn, g);
+}
+
+TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N, const float* W,
+                                     size_t ldw, tfk_layout layout, const float* bias,
+                                     tfk_activation act) {
+  const char* fn = "tfk_linear_create";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "out", out));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "K", K));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "N", N));
+  TFK_RETURN_IF_ERROR(CheckB(fn, "W", W, ldw, layout, K, N));
+  TFK_RETURN_IF_ERROR(CheckAct(fn, act));
+  const size_t n_panels = tfk::NumPanels(N);
+  if (K > SIZE_MAX / sizeof(float) / tfk::kNR / n_panels) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "K x N (%zu x %zu) is too large", K, N);
+  }
+  const size_t panel_bytes = n_panels * K * tfk::kNR * sizeof(float);
+  const size_t bias_bytes = bias ? n_panels * tfk::kNR * sizeof(float) : 0;
+  tfk_linear* h = new (std::nothrow) tfk_linear{K, N, nullptr, nullptr, act, 0};
+  if (h != nullptr) {
+    h->panels = static_cast<float*>(aligned_alloc(64, panel_bytes));
+    if (bias) h->bias = static_cast<float*>(aligned_alloc(64, (bias_bytes + 63) / 64 * 64));
+  }
+  if (h == nullptr || h->panels == nullptr || (bias && h->bias == nullptr)) {
+    tfk_linear_destroy(h);
+    return Fail(TFK_OUT_OF_MEMORY, fn, "cannot allocate %zu bytes of packed weights",
+                panel_bytes + bias_bytes);
+  }
+  h->bytes = panel_bytes + bias_bytes + sizeof(tfk_linear);
+  for (size_t p = 0; p < n_panels; ++p) {
+    tfk::PackPanelSlice(W, ldw, layout, N, p, 0, K, h->panels + p * K * tfk::kNR);
+  }
+  if (bias) {
+    memcpy(h->bias, bias, N * sizeof(float));
+    for (size_t j = N; j < n_panels * tfk::kNR; ++j) h->bias[j] = 0.0f;
+  }
+  *out = h;
+  return TFK_SUCCESS;
+}
+
+TFK_API tfk_status tfk_linear_forward(const tfk_linear* h, size_t M, const float* X, size_t ldx,
+                                      float* Y, size_t ldy, const float* R, size_t ldr) {
+  const char* fn = "tfk_linear_forward";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "layer", h));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "M", M));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "X", X, M, h->K, ldx));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "Y", Y, M, h->N, ldy));
+  if (Overlaps(Y, M, h->N, ldy, X, M, h->K, ldx)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "Y overlaps X");
+  }
+  if (R != nullptr) {
+    TFK_RETURN_IF_ERROR(CheckMatrix(fn, "R", R, M, h->N, ldr));
+    TFK_RETURN_IF_ERROR(CheckAliasing(fn, "R", R, ldr, "Y", Y, ldy, M, h->N));
+  }
+  tfk::GemmArgs g{M, h->N, h->K, X, ldx, h->panels, nullptr, 0, TFK_LAYOUT_KN, Y, ldy, {}};
+  g.epi.bias = h->bias;
+  g.epi.act = h->act;
+  g.epi.residual = R;
+  g.epi.ldr = ldr;
+  return Run(fn, g);
+}
+
+TFK_API tfk_status tfk_linear_info(const tfk_linear* h, size_t* K, size_t* N, size_t* bytes) {
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull("tfk_linear_info", "layer", h));
+  if (K) *K = h->K;
+  if (N) *N = h->N;
+  if (bytes) *bytes = h->bytes;
+  return TFK_SUCCESS;
+}
+
+TFK_API void tfk_linear_destroy(tfk_linear* h) {
+  if (h == nullptr) return;
+  free(h->panels);
+  free(h->bias);
+  delete h;
+}
+
+}  // extern "C"
+#endif  // HWY_ONCE

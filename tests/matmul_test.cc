@@ -1,0 +1,278 @@
+// tfk_matmul and tfk_linear against a double-precision reference on every
+// supported ISA.
+//
+// Bound (u = 2^-24). Each C element is a sequential chain over k of FMAs
+// (one rounding each) or, without FMA (SSE4), multiply + add (two): the sum S
+// has |S - S_exact| <= 2 K u (|A||B|)_ij. The epilogue's alpha * S, + beta C,
+// + bias and + R each round once: + u (|alpha S| + |beta C| + |bias|) per step,
+// bounded by 4 u of the sum of their magnitudes. Activations add their own
+// bound (tests/activation_test.cc) on the pre-activation value.
+// With small-integer inputs every partial sum is an integer below 2^24, so
+// the result is exact and compared with ==.
+#include <tfk/tfk.hpp>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "test_util.h"
+
+namespace tfk_test {
+namespace {
+
+struct Mat {
+  size_t rows, cols, ld;
+  Buffer buf;
+  Mat(size_t r, size_t c, size_t pad = 0, size_t misalign = 0)
+      : rows(r), cols(c), ld(c + pad), buf(r * (c + pad), misalign) {}
+  float* data() { return buf.data(); }
+  float& at(size_t i, size_t j) { return buf[i * ld + j]; }
+  float at(size_t i, size_t j) const { return buf[i * ld + j]; }
+};
+
+// B element (k, n) for either layout.
+float BAt(const Mat& B, tfk_layout layout, size_t k, size_t n) {
+  return layout == TFK_LAYOUT_KN ? B.at(k, n) : B.at(n, k);
+}
+
+double Act(tfk_activation act, double v) {
+  switch (act) {
+    case TFK_ACT_RELU: return v < 0 ? 0.0 : v;
+    case TFK_ACT_GELU_ERF: return v * 0.5 * std::erfc(-v / std::sqrt(2.0));
+    case TFK_ACT_GELU_TANH: {
+      const double u2 = 2 * std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v);
+      return v / (1 + std::exp(-u2));
+    }
+    default: return v;
+  }
+}
+
+struct Case {
+  size_t M, N, K;
+};
+
+std::vector<Case> Shapes() {
+  std::vector<Case> cases;
+  for (size_t M : {1, 2, 3, 4, 7, 12, 13, 25}) {
+    for (size_t N : {1, 5, 31, 32, 33, 65}) {
+      for (size_t K : {1, 2, 17, 64}) cases.push_back({M, N, K});
+    }
+  }
+  // k-blocking (K > kc), M chunks (M > mc), many panels, primes.
+  cases.push_back({3, 40, 1000});
+  cases.push_back({97, 67, 521});
+  cases.push_back({509, 35, 13});
+  cases.push_back({1, 4096, 64});
+  cases.push_back({8, 100, 4096});
+  return cases;
+}
+
+// Checks C against alpha * A op(B) + beta * C0 with the derived bound.
+void ExpectGemm(const Mat& A, const Mat& B, tfk_layout layout, const Mat& C0, const Mat& C,
+                float alpha, float beta, size_t K) {
+  for (size_t i = 0; i < C.rows; ++i) {
+    for (size_t j = 0; j < C.cols; ++j) {
+      double s = 0, mag = 0;
+      for (size_t k = 0; k < K; ++k) {
+        const double p = static_cast<double>(A.at(i, k)) * BAt(B, layout, k, j);
+        s += p;
+        mag += std::fabs(p);
+      }
+      const double ref = alpha * s + (beta != 0 ? beta * C0.at(i, j) : 0.0);
+      const double tol =
+          (2 * K * std::fabs(alpha) * mag + 4 * (std::fabs(alpha * s) + std::fabs(beta * C0.at(i, j)))) *
+              kEps + 1e-37;
+      ASSERT_NEAR(C.at(i, j), ref, tol) << "i=" << i << " j=" << j << " K=" << K;
+    }
+  }
+}
+
+class MatmulTest : public IsaTest {};
+
+TEST_P(MatmulTest, ShapesLayoutsStridesAlphaBeta) {
+  uint32_t seed = 1;
+  for (const Case& c : Shapes()) {
+    for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+      const bool kn = layout == TFK_LAYOUT_KN;
+      Mat A(c.M, c.K, 3, 1), B(kn ? c.K : c.N, kn ? c.N : c.K, 1, 2), C(c.M, c.N, 2, 3),
+          C0(c.M, c.N, 2, 3);
+      FillUniform(A.data(), c.M * A.ld, -1, 1, seed++);
+      FillUniform(B.data(), B.rows * B.ld, -1, 1, seed++);
+      FillUniform(C0.data(), c.M * C0.ld, -1, 1, seed++);
+      for (float beta : {0.0f, 0.5f}) {
+        std::copy(C0.data(), C0.data() + c.M * C0.ld, C.data());
+        const float alpha = beta == 0 ? 1.0f : -1.5f;
+        ASSERT_EQ(tfk_matmul(c.M, c.N, c.K, alpha, A.data(), A.ld, B.data(), B.ld, layout, beta,
+                             C.data(), C.ld),
+                  TFK_SUCCESS)
+            << tfk_last_error();
+        ExpectGemm(A, B, layout, C0, C, alpha, beta, c.K);
+        ASSERT_TRUE(C.buf.GuardsIntact()) << c.M << "x" << c.N << "x" << c.K;
+        for (size_t i = 0; i < c.M; ++i) {  // padding columns untouched
+          for (size_t j = c.N; j < C.ld; ++j) ASSERT_EQ(C.at(i, j), C0.at(i, j));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatmulTest, ExactWithSmallIntegers) {
+  for (const Case& c : {Case{13, 70, 4096}, Case{40, 33, 1000}, Case{1, 64, 3000}}) {
+    Mat A(c.M, c.K), B(c.K, c.N), C(c.M, c.N);
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> dist(-3, 3);
+    for (size_t i = 0; i < c.M * c.K; ++i) A.data()[i] = static_cast<float>(dist(rng));
+    for (size_t i = 0; i < c.K * c.N; ++i) B.data()[i] = static_cast<float>(dist(rng));
+    tfk::check(tfk_matmul(c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, TFK_LAYOUT_KN, 0,
+                          C.data(), c.N));
+    for (size_t i = 0; i < c.M; ++i) {
+      for (size_t j = 0; j < c.N; ++j) {
+        double s = 0;
+        for (size_t k = 0; k < c.K; ++k) s += A.at(i, k) * B.at(k, j);
+        ASSERT_EQ(C.at(i, j), s) << i << "," << j;
+      }
+    }
+  }
+}
+
+TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
+  const size_t M = 29, K = 77, N = 45;
+  for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+    const bool kn = layout == TFK_LAYOUT_KN;
+    Mat X(M, K, 1), W(kn ? K : N, kn ? N : K, 2), Y(M, N), R(M, N), Y2(M, N), Z(M, N);
+    FillUniform(X.data(), M * X.ld, -1, 1, 1);
+    FillUniform(W.data(), W.rows * W.ld, -0.3f, 0.3f, 2);
+    FillUniform(R.data(), M * N, -1, 1, 3);
+    std::vector<float> bias(N);
+    FillUniform(bias.data(), N, -0.5f, 0.5f, 4);
+
+    // No epilogue: packed forward == unpacked matmul, bit for bit.
+    tfk_linear* plain = nullptr;
+    tfk::check(tfk_linear_create(&plain, K, N, W.data(), W.ld, layout, nullptr, TFK_ACT_NONE));
+    std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> guard(plain, tfk_linear_destroy);
+    tfk::check(tfk_linear_forward(plain, M, X.data(), X.ld, Y.data(), N, nullptr, 0));
+    tfk::check(tfk_matmul(M, N, K, 1, X.data(), X.ld, W.data(), W.ld, layout, 0, Y2.data(), N));
+    EXPECT_TRUE(SameBits(Y.data(), Y2.data(), M * N));
+    size_t k = 0, n = 0, bytes = 0;
+    tfk::check(tfk_linear_info(plain, &k, &n, &bytes));
+    EXPECT_EQ(k, K);
+    EXPECT_EQ(n, N);
+    EXPECT_GE(bytes, 2 * 32 * K * sizeof(float));  // 45 columns -> 2 panels
+
+    for (tfk_activation act : {TFK_ACT_NONE, TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH}) {
+      for (bool residual : {false, true}) {
+        tfk_linear* layer = nullptr;
+        tfk::check(tfk_linear_create(&layer, K, N, W.data(), W.ld, layout, bias.data(), act));
+        std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> g2(layer, tfk_linear_destroy);
+        // Residual in place: Y = Y + act(XW + b).
+        std::copy(R.data(), R.data() + M * N, Z.data());
+        tfk::check(tfk_linear_forward(layer, M, X.data(), X.ld, Z.data(), N,
+                                      residual ? Z.data() : nullptr, N));
+        for (size_t i = 0; i < M; ++i) {
+          for (size_t j = 0; j < N; ++j) {
+            double s = 0, mag = 0;
+            for (size_t kk = 0; kk < K; ++kk) {
+              const double p = static_cast<double>(X.at(i, kk)) * BAt(W, layout, kk, j);
+              s += p;
+              mag += std::fabs(p);
+            }
+            const double pre = s + bias[j];
+            const double ref = Act(act, pre) + (residual ? R.at(i, j) : 0.0);
+            // Pre-activation error (2K u |X||W| + 4u(|s| + |b|)) times the
+            // activation's slope (<= 1.13 for GELU), plus the activation's own
+            // 16 u (GELU-tanh: its bound at these |x| <= 3 is < 40 u) and the
+            // residual add.
+            const double pre_err = (2 * K * mag + 4 * (std::fabs(s) + std::fabs(bias[j]))) * kEps;
+            const double tol = 1.13 * pre_err + 40 * kEps * std::fabs(Act(act, pre)) +
+                               2 * kEps * std::fabs(ref) + 1e-37;
+            ASSERT_NEAR(Z.at(i, j), ref, tol) << "act " << act << " residual " << residual;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatmulTest, IdenticalBitsForAnyThreadCount) {
+  const size_t M = 130, N = 300, K = 700;
+  Mat A(M, K), B(K, N), C1(M, N), C2(M, N), C7(M, N);
+  FillUniform(A.data(), M * K, -1, 1, 8);
+  FillUniform(B.data(), K * N, -1, 1, 9);
+  auto run = [&](Mat& C) {
+    tfk::check(tfk_matmul(M, N, K, 1, A.data(), K, B.data(), N, TFK_LAYOUT_KN, 0, C.data(), N));
+  };
+  WithThreads(1, [&] { run(C1); });
+  WithThreads(2, [&] { run(C2); });
+  WithThreads(7, [&] { run(C7); });
+  EXPECT_TRUE(SameBits(C1.data(), C2.data(), M * N));
+  EXPECT_TRUE(SameBits(C1.data(), C7.data(), M * N));
+  // Decode shape: one row, weights split over threads by panels.
+  tfk_linear* layer = nullptr;
+  tfk::check(tfk_linear_create(&layer, K, N, B.data(), N, TFK_LAYOUT_KN, nullptr, TFK_ACT_GELU_ERF));
+  std::vector<float> y1(N), y7(N);
+  WithThreads(1, [&] { tfk::check(tfk_linear_forward(layer, 1, A.data(), K, y1.data(), N, nullptr, 0)); });
+  WithThreads(7, [&] { tfk::check(tfk_linear_forward(layer, 1, A.data(), K, y7.data(), N, nullptr, 0)); });
+  EXPECT_TRUE(SameBits(y1.data(), y7.data(), N));
+  tfk_linear_destroy(layer);
+}
+
+TEST_P(MatmulTest, BetaZeroIgnoresNaNInC) {
+  Mat A(3, 5), B(5, 4), C(3, 4);
+  FillUniform(A.data(), 15, -1, 1, 1);
+  FillUniform(B.data(), 20, -1, 1, 2);
+  for (size_t i = 0; i < 12; ++i) C.data()[i] = std::numeric_limits<float>::quiet_NaN();
+  tfk::check(tfk_matmul(3, 4, 5, 1, A.data(), 5, B.data(), 4, TFK_LAYOUT_KN, 0, C.data(), 4));
+  for (size_t i = 0; i < 12; ++i) EXPECT_FALSE(std::isnan(C.data()[i]));
+}
+
+TFK_INSTANTIATE_FOR_EACH_ISA(MatmulTest);
+
+TEST(MatmulErrors, StatusAndNothingWritten) {
+  std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 42.0f);
+  auto expect = [&](tfk_status want, const char* needle, tfk_status got) {
+    EXPECT_EQ(got, want);
+    EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos) << tfk_last_error();
+    for (float v : c) ASSERT_EQ(v, 42.0f);
+  };
+  expect(TFK_INVALID_ARGUMENT, "M is 0",
+         tfk_matmul(0, 4, 4, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of A (3) < cols (4)",
+         tfk_matmul(2, 4, 4, 1, a.data(), 3, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of B (4) < cols (5)",
+         tfk_matmul(2, 4, 5, 1, a.data(), 5, b.data(), 4, TFK_LAYOUT_NK, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of C",
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 3));
+  expect(TFK_INVALID_ARGUMENT, "B is NULL",
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, nullptr, 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "layout (7)",
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, static_cast<tfk_layout>(7), 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "alpha",
+         tfk_matmul(2, 4, 4, NAN, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "C overlaps A",
+         tfk_matmul(2, 4, 4, 1, c.data() + 2, 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  tfk_linear* h = nullptr;
+  expect(TFK_INVALID_ARGUMENT, "out is NULL",
+         tfk_linear_create(nullptr, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+  expect(TFK_INVALID_ARGUMENT, "act (9)",
+         tfk_linear_create(&h, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr,
+                           static_cast<tfk_activation>(9)));
+  EXPECT_EQ(h, nullptr);
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of W",
+         tfk_linear_create(&h, 4, 4, b.data(), 2, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+  ASSERT_EQ(tfk_linear_create(&h, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE),
+            TFK_SUCCESS);
+  expect(TFK_INVALID_ARGUMENT, "layer is NULL",
+         tfk_linear_forward(nullptr, 1, a.data(), 4, c.data(), 4, nullptr, 0));
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of X",
+         tfk_linear_forward(h, 2, a.data(), 3, c.data(), 4, nullptr, 0));
+  expect(TFK_INVALID_ARGUMENT, "Y overlaps X",
+         tfk_linear_forward(h, 2, c.data() + 1, 4, c.data(), 4, nullptr, 0));
+  expect(TFK_INVALID_ARGUMENT, "Y overlaps R",
+         tfk_linear_forward(h, 2, a.data(), 4, c.data(), 4, c.data() + 1, 4));
+  expect(TFK_INVALID_ARGUMENT, "layer is NULL", tfk_linear_info(nullptr, nullptr, nullptr, nullptr));
+  tfk_linear_destroy(h);
+  tfk_linear_destroy(nullptr);  // ignored
+}
+
+}  // namespace
+}  // namespace tfk_test
