@@ -27,10 +27,20 @@ namespace HWY_NAMESPACE {
 // Returns false if a task could not get its scratch memory (out of memory).
 bool Gemm(const GemmArgs& g) {
   const Blocking blk = GetBlocking();
-  const size_t mc = blk.mc / kMaxMR * kMaxMR;
   const size_t kc = blk.kc;
   const size_t n_panels = NumPanels(g.N);
-  const size_t m_chunks = (g.M + mc - 1) / mc;
+  // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
+  // whole tiles so tasks get equal work, and enough of them to give every
+  // task work when N has few panels.
+  const size_t row_tiles = (g.M + kMaxMR - 1) / kMaxMR;
+  size_t m_chunks = (g.M + blk.mc - 1) / blk.mc;
+  const size_t tasks = detail::MaxTasks();
+  if (m_chunks * n_panels < tasks) {
+    const size_t want = (tasks + n_panels - 1) / n_panels;
+    m_chunks = want < row_tiles ? want : row_tiles;
+  }
+  const size_t mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
+  m_chunks = (g.M + mc - 1) / mc;
   const size_t group = blk.nc_panels;  // panels per workspace group
   // ~flops / 8 as "bytes" for the small-work threshold of ParallelFor.
   const size_t cost = (g.M < mc ? g.M : mc) * g.K * kNR / 4;

@@ -42,6 +42,8 @@ size_t Threads() {
 
 }  // namespace
 
+size_t MaxTasks() { return Threads(); }
+
 size_t NumTasks(size_t n, size_t bytes_per_item) {
   const size_t total = n * std::max<size_t>(bytes_per_item, 1);
   const size_t by_size = std::max<size_t>(total / kMinBytesPerTask, 1);

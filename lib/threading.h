@@ -23,6 +23,9 @@ struct RangeBody {
   const void* ctx;
 };
 
+// The most tasks a call is split into (tfk_get_num_threads).
+size_t MaxTasks();
+
 // Number of tasks a loop of `n` items with `bytes_per_item` traffic uses.
 size_t NumTasks(size_t n, size_t bytes_per_item);
 

@@ -7,7 +7,7 @@ set -euo pipefail
 
 pkgs=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libgtest-dev libbenchmark-dev)
 if [[ "${1:-}" == "--peers" ]]; then
-  pkgs+=(libdnnl-dev)
+  pkgs+=(libdnnl-dev libopenblas-dev)
 fi
 
 missing=()
