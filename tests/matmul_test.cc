@@ -225,6 +225,22 @@ TEST_P(MatmulTest, BetaZeroIgnoresNaNInC) {
   for (size_t i = 0; i < 12; ++i) EXPECT_FALSE(std::isnan(C.data()[i]));
 }
 
+TEST_P(MatmulTest, CppLayer) {
+  const size_t M = 5, K = 9, N = 40;
+  std::vector<float> x(M * K), w(N * K), y1(M * N), y2(M * N);
+  FillUniform(x.data(), x.size(), -1, 1, 1);
+  FillUniform(w.data(), w.size(), -1, 1, 2);
+  tfk::linear layer(K, N, w.data(), TFK_LAYOUT_NK);
+  EXPECT_EQ(layer.K(), K);
+  EXPECT_EQ(layer.N(), N);
+  layer.forward(M, x.data(), y1.data());
+  tfk::matmul(M, N, K, x.data(), w.data(), y2.data(), TFK_LAYOUT_NK);
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), M * N));
+  tfk::linear moved = std::move(layer);
+  EXPECT_EQ(moved.N(), N);
+  EXPECT_THROW(tfk::linear(0, N, w.data()), tfk::error);
+}
+
 TFK_INSTANTIATE_FOR_EACH_ISA(MatmulTest);
 
 TEST(MatmulErrors, StatusAndNothingWritten) {

@@ -1,11 +1,13 @@
 // tfk-info: what tfk does on this CPU. Prints the compiled, supported and
 // active ISAs, the thread count, and a short throughput table (GB/s of bytes
-// read + written, best of several runs) of every kernel on every supported
-// ISA at 1 and all threads. For careful figures use tfk_bench.
+// read + written, best of several runs; GFLOP/s for the linear layer) of
+// every kernel on every supported ISA at 1 and all threads. For careful
+// figures use tfk_bench.
 #include <tfk/tfk.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -53,6 +55,8 @@ int main() {
   for (float& v : x) v = dist(rng);
   const double rw = 2.0 * n * sizeof(float);
   const tfk::rope_config rope{128, 128, TFK_ROPE_HALF, 10000.0};
+  const tfk::linear lin(1024, 1024, x.data());          // weights packed once
+  const tfk::linear lin_decode(2048, 1024, x.data());
   const std::vector<Kernel> kernels = {
       {"softmax", "1024x2048", rw, [&] { tfk::softmax(rows, cols, x.data(), y.data(), 0.125f); }},
       {"softmax causal", "1024x2048", rw,
@@ -65,9 +69,14 @@ int main() {
        [&] { tfk::layernorm(rows, cols, x.data(), g.data(), b.data(), 1e-5f, y.data()); }},
       {"rmsnorm", "1024x2048", rw, [&] { tfk::rmsnorm(rows, cols, x.data(), g.data(), 1e-5f, y.data()); }},
       {"rope half", "512x32x128", rw, [&] { tfk::rope(rope, 512, 32, y.data(), 100); }},
+      // Matmul rows report GFLOP/s (2 M N K) instead of GB/s.
+      {"linear GFLOP/s", "512x1024x1024", -2.0 * 512 * 1024 * 1024,
+       [&] { lin.forward(512, x.data(), y.data()); }},
+      {"linear GFLOP/s", "1x2048x1024", -2.0 * 1 * 2048 * 1024,
+       [&] { lin_decode.forward(1, x.data(), y.data()); }},
   };
 
-  std::printf("%-15s %-11s", "kernel (GB/s)", "shape");
+  std::printf("%-15s %-14s", "kernel (GB/s)", "shape");
   std::vector<int> threads = {1};
   if (all > 1) threads.push_back(all);
   for (const auto& isa : isas) {
@@ -75,12 +84,12 @@ int main() {
   }
   std::printf("\n");
   for (const Kernel& k : kernels) {
-    std::printf("%-15s %-11s", k.name, k.shape);
+    std::printf("%-15s %-14s", k.name, k.shape);
     for (const auto& isa : isas) {
       tfk::scoped_max_isa cap(isa);
       for (int t : threads) {
         tfk::set_num_threads(t);
-        std::printf(" %11.2f", k.bytes / BestSeconds(k.run) / 1e9);
+        std::printf(" %11.2f", std::abs(k.bytes) / BestSeconds(k.run) / 1e9);
         std::fflush(stdout);
       }
       tfk::set_num_threads(0);

@@ -103,6 +103,57 @@ inline void rope(const rope_config& c, size_t tokens, size_t heads, float* x,
                  x, ldx ? ldx : heads * c.head_dim, pos_start, positions));
 }
 
+// C = alpha * A op(B) + beta * C (leading dimensions 0: dense).
+inline void matmul(size_t M, size_t N, size_t K, const float* A, const float* B, float* C,
+                   tfk_layout b_layout = TFK_LAYOUT_KN, float alpha = 1.0f, float beta = 0.0f,
+                   size_t lda = 0, size_t ldb = 0, size_t ldc = 0) {
+  const size_t dense_ldb = b_layout == TFK_LAYOUT_KN ? N : K;
+  check(tfk_matmul(M, N, K, alpha, A, lda ? lda : K, B, ldb ? ldb : dense_ldb, b_layout, beta,
+                   C, ldc ? ldc : N));
+}
+
+// Owns a tfk_linear handle: weights packed once at construction.
+class linear {
+ public:
+  linear(size_t K, size_t N, const float* W, tfk_layout layout = TFK_LAYOUT_KN,
+         const float* bias = nullptr, tfk_activation act = TFK_ACT_NONE, size_t ldw = 0) {
+    check(tfk_linear_create(&h_, K, N, W, ldw ? ldw : (layout == TFK_LAYOUT_KN ? N : K), layout,
+                            bias, act));
+  }
+  ~linear() { tfk_linear_destroy(h_); }
+  linear(linear&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+  linear& operator=(linear&& o) noexcept {
+    if (this != &o) {
+      tfk_linear_destroy(h_);
+      h_ = o.h_;
+      o.h_ = nullptr;
+    }
+    return *this;
+  }
+  linear(const linear&) = delete;
+  linear& operator=(const linear&) = delete;
+
+  // Y[M,N] = R + act(X W + bias); R may be null or equal to Y.
+  void forward(size_t M, const float* X, float* Y, const float* R = nullptr) const {
+    check(tfk_linear_forward(h_, M, X, K(), Y, N(), R, N()));
+  }
+  size_t K() const { return info().k; }
+  size_t N() const { return info().n; }
+  size_t bytes() const { return info().bytes; }
+  const tfk_linear* handle() const { return h_; }
+
+ private:
+  struct Info {
+    size_t k, n, bytes;
+  };
+  Info info() const {
+    Info i{};
+    check(tfk_linear_info(h_, &i.k, &i.n, &i.bytes));
+    return i;
+  }
+  tfk_linear* h_ = nullptr;
+};
+
 }  // namespace tfk
 
 #endif  // TFK_TFK_HPP_
