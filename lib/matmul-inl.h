@@ -77,12 +77,29 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
   }
   for (size_t k = 0; k < kc; ++k) {
     const float* bk = b + k * kNR;
+    if (kNV <= 2) {
+      // AVX-512: both B vectors stay loaded; each broadcast of A is used at
+      // once by its row's two FMAs, so 24 accumulators + 2 B + 1 broadcast
+      // fit the 32 registers (broadcasting all rows first would spill).
+      V bv[kNV];
 #pragma GCC unroll 16
-    for (size_t j = 0; j < kNV; ++j) {
-      const V bj = hn::Load(d, bk + j * kLanes);
+      for (size_t j = 0; j < kNV; ++j) bv[j] = hn::Load(d, bk + j * kLanes);
 #pragma GCC unroll 16
       for (size_t i = 0; i < kMR; ++i) {
-        acc[i][j] = hn::MulAdd(hn::Set(d, a[i * lda + k]), bj, acc[i][j]);
+        const V ai = hn::Set(d, a[i * lda + k]);
+#pragma GCC unroll 16
+        for (size_t j = 0; j < kNV; ++j) acc[i][j] = hn::MulAdd(ai, bv[j], acc[i][j]);
+      }
+    } else {
+      // AVX2 / SSE4: one B vector at a time against the kMR broadcasts
+      // (AVX2: 12 accumulators + 3 broadcasts + 1 B = 16 registers).
+#pragma GCC unroll 16
+      for (size_t j = 0; j < kNV; ++j) {
+        const V bj = hn::Load(d, bk + j * kLanes);
+#pragma GCC unroll 16
+        for (size_t i = 0; i < kMR; ++i) {
+          acc[i][j] = hn::MulAdd(hn::Set(d, a[i * lda + k]), bj, acc[i][j]);
+        }
       }
     }
   }
