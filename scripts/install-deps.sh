@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tfk builds, tests and benchmarks with, if any is
 # missing. Idempotent: a second run installs nothing and needs no network.
-#   scripts/install-deps.sh           build + test dependencies
+#   scripts/install-deps.sh           build + test dependencies (python3-matplotlib:
+#                                     the benchmark report and its test)
 #   scripts/install-deps.sh --peers   also the libraries benchmarked side by side
 set -euo pipefail
 
-pkgs=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libgtest-dev libbenchmark-dev)
+pkgs=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libgtest-dev libbenchmark-dev
+      python3 python3-matplotlib)
 if [[ "${1:-}" == "--peers" ]]; then
   pkgs+=(libdnnl-dev libopenblas-dev)
 fi

@@ -2,7 +2,7 @@
 // active ISAs, the thread count, and a short throughput table (GB/s of bytes
 // read + written, best of several runs; GFLOP/s for the linear layer) of
 // every kernel on every supported ISA at 1 and all threads. For careful
-// figures use tfk_bench.
+// figures use tfk_bench. `tfk-info --isas` prints the ISA lines only.
 #include <tfk/tfk.hpp>
 
 #include <algorithm>
@@ -37,7 +37,8 @@ double BestSeconds(const std::function<void()>& run) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool isas_only = argc > 1 && std::string(argv[1]) == "--isas";
   std::printf("tfk %s\n", tfk_version());
   std::string compiled, supported;
   for (const auto& s : tfk::compiled_isas()) compiled += " " + s;
@@ -46,7 +47,9 @@ int main() {
   std::printf("compiled ISAs: %s\nsupported ISAs on this CPU: %s\nactive ISA:  %s\n",
               compiled.c_str(), supported.c_str(), tfk_active_isa());
   const int all = tfk::num_threads();
-  std::printf("threads: %d (TFK_NUM_THREADS / tfk_set_num_threads to change)\n\n", all);
+  std::printf("threads: %d (TFK_NUM_THREADS / tfk_set_num_threads to change)\n", all);
+  if (isas_only) return 0;  // `tfk-info --isas`: no throughput table
+  std::printf("\n");
 
   const size_t rows = 1024, cols = 2048, n = rows * cols;  // 8 MiB per operand
   std::vector<float> x(n), y(n), g(cols, 1.0f), b(cols, 0.0f);

@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""Turns tfk_bench's Google Benchmark JSON into a Markdown report with plots.
+
+    report.py BENCH_JSON [--cpu CPU_JSON] [--command CMD] --out REPORT_MD [--img DIR]
+
+For each kernel: a table of shapes x threads with one column per ISA (median
+of the repetitions, min-max beside it, a warning sign where the spread
+(max - min) / median exceeds 10 %), the best ISA's share of the machine limit
+measured in the same run (FMA peak of that ISA for matmul; copy bandwidth of
+the same bytes for memory-bound kernels, a read-modify-write pass for
+in-place ones, read bandwidth for decoding matmuls), and the ratio to the
+best peer (oneDNN, OpenBLAS) run in the same binary. Plots (PNG, matplotlib):
+throughput per ISA per kernel, and matmul GFLOP/s against M with the FMA
+peak as a line.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+SPREAD_LIMIT = 0.10
+
+# Benchmark name patterns (the "/real_time" suffix is stripped first).
+PATTERNS = [
+    ("peak", re.compile(r"^peak/fma/(?P<isa>\w+)/threads:(?P<t>\d+)$")),
+    ("memory", re.compile(r"^memory/(?P<kind>\w+)/(?P<n>\d+)/threads:(?P<t>\d+)$")),
+    ("tfk", re.compile(r"^matmul/tfk_linear/(?P<shape>[^/]+)/(?P<isa>\w+)/threads:(?P<t>\d+)$")),
+    ("peer", re.compile(r"^matmul/(?P<peer>openblas|onednn_packed)/(?P<shape>[^/]+)/threads:(?P<t>\d+)$")),
+    ("peer", re.compile(r"^onednn/(?P<kernel>\w+)/(?P<shape>[^/]+)/threads:(?P<t>\d+)$")),
+    ("tfk", re.compile(r"^(?P<kernel>\w+)/(?P<shape>[^/]+)/(?P<isa>[A-Z][A-Z0-9_]*)/threads:(?P<t>\d+)$")),
+]
+
+PEER_NAMES = {"openblas": "OpenBLAS", "onednn_packed": "oneDNN", "onednn": "oneDNN"}
+IN_PLACE = {"rope_half", "rope_interleaved"}
+KERNEL_ORDER = ["matmul", "softmax", "relu", "gelu_erf", "gelu_tanh", "layernorm", "rmsnorm",
+                "rope_half", "rope_interleaved"]
+ISA_ORDER = ["AVX3_SPR", "AVX3_ZEN4", "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3"]
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+class Result:
+    """Repetitions of one benchmark: throughput values and bytes per iteration."""
+
+    def __init__(self, unit):
+        self.unit = unit  # "GFLOP/s" or "GB/s"
+        self.values = []
+        self.gbps = []  # GB/s as well, when a GFLOP/s benchmark also counts bytes
+        self.bytes = None
+
+    @property
+    def median(self):
+        return statistics.median(self.values)
+
+    @property
+    def lo(self):
+        return min(self.values)
+
+    @property
+    def hi(self):
+        return max(self.values)
+
+    @property
+    def spread(self):
+        return (self.hi - self.lo) / self.median if self.median else 0.0
+
+
+def load(path):
+    """Returns ({run_name: Result}, context) from a Google Benchmark JSON file.
+
+    Iterations (one per repetition) are preferred; a file holding only
+    aggregates contributes its medians."""
+    with open(path) as f:
+        data = json.load(f)
+    iterations = defaultdict(list)
+    medians = {}
+    for b in data.get("benchmarks", []):
+        name = b.get("run_name", b["name"])
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                medians[name] = b
+        else:
+            iterations[name].append(b)
+    results = {}
+    for name in set(iterations) | set(medians):
+        entries = iterations.get(name) or [medians[name]]
+        first = entries[0]
+        unit = "GFLOP/s" if "GFLOPS" in first else "GB/s"
+        r = Result(unit)
+        for e in entries:
+            if unit == "GFLOP/s":
+                r.values.append(e["GFLOPS"] / 1e9 if e["GFLOPS"] > 1e6 else e["GFLOPS"])
+            if e.get("bytes_per_second"):
+                gbps = e["bytes_per_second"] / 1e9
+                r.gbps.append(gbps)
+                if unit == "GB/s":
+                    r.values.append(gbps)
+                secs = e["real_time"] * TIME_UNITS[e.get("time_unit", "ns")]
+                r.bytes = e["bytes_per_second"] * secs
+        if r.values:
+            results[name.removesuffix("/real_time")] = r
+    return results, data.get("context", {})
+
+
+def classify(results):
+    """Sorts results into tfk kernels, peers, FMA peaks and memory limits."""
+    tfk = defaultdict(dict)    # kernel -> {(shape, threads): {isa: Result}}
+    peers = defaultdict(dict)  # kernel -> {(shape, threads): {peer: Result}}
+    peak = {}                  # (isa, threads) -> Result
+    memory = defaultdict(dict)  # kind -> {(n, threads): Result}
+    for name, r in results.items():
+        for kind, pattern in PATTERNS:
+            m = pattern.match(name)
+            if not m:
+                continue
+            g = m.groupdict()
+            t = int(g["t"])
+            if kind == "peak":
+                peak[(g["isa"], t)] = r
+            elif kind == "memory":
+                memory[g["kind"]][(int(g["n"]), t)] = r
+            elif kind == "tfk":
+                kernel = g.get("kernel") or "matmul"
+                tfk[kernel].setdefault((g["shape"], t), {})[g["isa"]] = r
+            else:
+                peer = g.get("peer") or "onednn"
+                kernel = g.get("kernel") or "matmul"
+                peers[kernel].setdefault((g["shape"], t), {})[PEER_NAMES[peer]] = r
+            break
+    return tfk, peers, peak, memory
+
+
+def isa_key(isa):
+    return ISA_ORDER.index(isa) if isa in ISA_ORDER else len(ISA_ORDER)
+
+
+def shape_key(shape):
+    return [int(x) for x in re.findall(r"\d+", shape)]
+
+
+def closest_memory(memory, kind, nbytes, threads):
+    """The `kind` bandwidth benchmark whose bytes moved are closest (log scale)."""
+    best = None
+    for (n, t), r in memory.get(kind, {}).items():
+        if t != threads or r.bytes is None:
+            continue
+        d = abs(math.log(max(r.bytes, 1) / max(nbytes, 1)))
+        if best is None or d < best[0]:
+            best = (d, r)
+    return best[1] if best else None
+
+
+def limit_for(kernel, shape, threads, isa, r, peak, memory):
+    """(limit value, what it is) for the share-of-machine column, or None."""
+    if kernel == "matmul":
+        m = re.match(r"M(\d+)_", shape)
+        if m and int(m.group(1)) <= 8 and r.gbps:
+            lim = closest_memory(memory, "read", r.bytes or 0, threads)
+            if lim:
+                return statistics.median(r.gbps) / lim.median, "read bandwidth"
+        p = peak.get((isa, threads))
+        return (r.median / p.median, f"{isa} FMA peak") if p else None
+    if r.unit != "GB/s" or r.bytes is None:
+        return None
+    kind = "rmw" if kernel in IN_PLACE else "copy"
+    lim = closest_memory(memory, kind, r.bytes, threads)
+    if lim is None:
+        return None
+    return r.median / lim.median, ("read-modify-write" if kind == "rmw" else "copy") + " bandwidth"
+
+
+def fmt(r):
+    flag = " ⚠" if r.spread > SPREAD_LIMIT else ""
+    return f"{r.median:.3g} ({r.lo:.3g}–{r.hi:.3g}){flag}"
+
+
+def kernel_table(kernel, rows, peer_rows, peak, memory):
+    isas = sorted({isa for by_isa in rows.values() for isa in by_isa}, key=isa_key)
+    unit = next(iter(next(iter(rows.values())).values())).unit
+    lines = [f"| shape | threads | " + " | ".join(isas) +
+             " | best ISA: share of limit | best peer | tfk / best peer |",
+             "|---|---|" + "---|" * len(isas) + "---|---|---|"]
+    for (shape, t) in sorted(rows, key=lambda k: (shape_key(k[0]), k[1])):
+        by_isa = rows[(shape, t)]
+        cells = [fmt(by_isa[i]) if i in by_isa else "" for i in isas]
+        best_isa = max(by_isa, key=lambda i: by_isa[i].median)
+        best = by_isa[best_isa]
+        lim = limit_for(kernel, shape, t, best_isa, best, peak, memory)
+        share = f"{100 * lim[0]:.0f} % of {lim[1]} ({best_isa})" if lim else ""
+        peers = peer_rows.get((shape, t), {})
+        if peers:
+            pname = max(peers, key=lambda p: peers[p].median)
+            peer_cell = f"{pname} {fmt(peers[pname])}"
+            ratio = f"{best.median / peers[pname].median:.2f}"
+        else:
+            peer_cell, ratio = "", ""
+        lines.append(f"| {shape} | {t} | " + " | ".join(cells) + f" | {share} | {peer_cell} | {ratio} |")
+    return unit, lines
+
+
+def plot_kernel(kernel, rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(rows, key=lambda k: (shape_key(k[0]), k[1]))
+    isas = sorted({isa for by_isa in rows.values() for isa in by_isa}, key=isa_key)
+    unit = next(iter(rows[keys[0]].values())).unit
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys)), 3.6))
+    width = 0.8 / max(len(isas), 1)
+    for j, isa in enumerate(isas):
+        xs = [i + j * width for i, k in enumerate(keys) if isa in rows[k]]
+        ys = [rows[k][isa].median for k in keys if isa in rows[k]]
+        err = [[rows[k][isa].median - rows[k][isa].lo for k in keys if isa in rows[k]],
+               [rows[k][isa].hi - rows[k][isa].median for k in keys if isa in rows[k]]]
+        ax.bar(xs, ys, width, yerr=err, label=isa, capsize=2)
+    ax.set_xticks([i + width * (len(isas) - 1) / 2 for i in range(len(keys))])
+    ax.set_xticklabels([f"{s}\n{t} thr" for s, t in keys], fontsize=7)
+    ax.set_ylabel(unit)
+    ax.set_title(f"tfk {kernel}: median and min-max per ISA")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_matmul(rows, peers, peak, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_kn = defaultdict(list)
+    for (shape, t), by_isa in rows.items():
+        m = re.match(r"M(\d+)_K(\d+)_N(\d+)", shape)
+        if m:
+            by_kn[(int(m.group(2)), int(m.group(3)), t)].append((int(m.group(1)), shape, by_isa))
+    threads = sorted({t for (_, _, t) in by_kn})
+    fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4), squeeze=False)
+    for ax, t in zip(axes[0], threads):
+        for (k, n, tt), pts in sorted(by_kn.items()):
+            if tt != t or len(pts) < 2:
+                continue
+            pts.sort()
+            best = [max(p[2].values(), key=lambda r: r.median).median for p in pts]
+            ax.plot([p[0] for p in pts], best, marker="o", label=f"tfk K={k} N={n}")
+            peer_best = []
+            for p in pts:
+                pr = peers.get((p[1], t), {})
+                peer_best.append(max((r.median for r in pr.values()), default=float("nan")))
+            if any(not math.isnan(v) for v in peer_best):
+                ax.plot([p[0] for p in pts], peer_best, linestyle=":", marker=".",
+                        label=f"best peer K={k} N={n}")
+        for (isa, pt), r in peak.items():
+            if pt == t:
+                ax.axhline(r.median, linestyle="--", linewidth=1, color="gray")
+                ax.text(1, r.median, f" {isa} FMA peak", fontsize=7, va="bottom")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("M (tokens)")
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title(f"matmul, {t} thread(s)")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def limits_section(peak, memory):
+    lines = ["| limit | threads | value |", "|---|---|---|"]
+    for (isa, t), r in sorted(peak.items(), key=lambda kv: (isa_key(kv[0][0]), kv[0][1])):
+        lines.append(f"| FMA peak {isa} | {t} | {fmt(r)} GFLOP/s |")
+    for kind in sorted(memory):
+        for (n, t), r in sorted(memory[kind].items()):
+            size = f"{(r.bytes or 0) / 2**20:.0f} MiB moved" if r.bytes else f"{n} floats"
+            lines.append(f"| {kind} ({size}) | {t} | {fmt(r)} GB/s |")
+    return lines
+
+
+def render(results, context, cpu, command, img_dir, img_rel):
+    tfk, peers, peak, memory = classify(results)
+    out = ["# tfk benchmarks", ""]
+    model = cpu.get("model") or context.get("host_name", "unknown CPU")
+    out.append(f"Produced on **{model}** "
+               f"({context.get('num_cpus', cpu.get('cores', '?'))} CPUs, "
+               f"{context.get('mhz_per_cpu', '?')} MHz) on {context.get('date', cpu.get('date', '?'))}, "
+               f"with:")
+    out += ["", "```sh", command or cpu.get("command", "(command not recorded)"), "```", ""]
+    if context.get("tfk_supported_isas"):
+        out.append(f"tfk {context.get('tfk_version', '')}: ISAs compiled "
+                   f"{context.get('tfk_compiled_isas', '?')}, supported here "
+                   f"{context['tfk_supported_isas']}.")
+    if cpu.get("flags"):
+        out.append(f"CPU flags of note: {cpu['flags']}.")
+    caches = context.get("caches") or []
+    if caches:
+        out.append("Caches: " + ", ".join(
+            f"L{c['level']} {c['type'].lower()} {c['size'] // 1024} KiB" for c in caches) + ".")
+    if context.get("openblas_corename"):
+        out.append(f"OpenBLAS kernel: {context['openblas_corename']}.")
+    out += ["", "Each cell: median over repetitions (min–max); ⚠ marks a spread over "
+            f"{SPREAD_LIMIT:.0%}. Shares of a limit use the limit measured in the same run; "
+            "the peer ratio compares tfk's best ISA with the best peer at the same threads.", ""]
+    out += ["## Machine limits", ""] + limits_section(peak, memory) + [""]
+    os.makedirs(img_dir, exist_ok=True)
+    for kernel in sorted(tfk, key=lambda k: KERNEL_ORDER.index(k) if k in KERNEL_ORDER else 99):
+        rows = tfk[kernel]
+        unit, table = kernel_table(kernel, rows, peers.get(kernel, {}), peak, memory)
+        out += [f"## {kernel} ({unit})", ""] + table + [""]
+        png = f"{kernel}.png"
+        plot_kernel(kernel, rows, os.path.join(img_dir, png))
+        out += [f"![{kernel}]({img_rel}/{png})", ""]
+        if kernel == "matmul":
+            plot_matmul(rows, peers.get("matmul", {}), peak, os.path.join(img_dir, "matmul_vs_m.png"))
+            out += [f"![matmul GFLOP/s against M]({img_rel}/matmul_vs_m.png)", ""]
+    flagged = [n for n, r in results.items() if r.spread > SPREAD_LIMIT]
+    out += ["## Spread", ""]
+    if flagged:
+        out.append(f"{len(flagged)} of {len(results)} figures have a spread over "
+                   f"{SPREAD_LIMIT:.0%}: " + ", ".join(f"`{n}`" for n in sorted(flagged)) + ".")
+    else:
+        out.append(f"No figure has a spread over {SPREAD_LIMIT:.0%}.")
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("bench_json")
+    ap.add_argument("--cpu", help="CPU description JSON written by bench/run.sh")
+    ap.add_argument("--command", help="the command that produced the JSON")
+    ap.add_argument("--out", required=True, help="Markdown report to write")
+    ap.add_argument("--img", help="folder for the PNG plots (default: img/ beside --out)")
+    args = ap.parse_args(argv)
+    results, context = load(args.bench_json)
+    if not results:
+        print(f"report.py: no benchmarks in {args.bench_json}", file=sys.stderr)
+        return 1
+    cpu = {}
+    if args.cpu:
+        with open(args.cpu) as f:
+            cpu = json.load(f)
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    img_dir = args.img or os.path.join(out_dir, "img")
+    img_rel = os.path.relpath(img_dir, out_dir)
+    text = render(results, context, cpu, args.command, img_dir, img_rel)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(f"report.py: wrote {args.out} and plots in {img_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Measures every kernel on every ISA this CPU supports, at 1 and all threads,
+# beside its peers (oneDNN, OpenBLAS) and the machine's limits (FMA peak,
+# memory bandwidth), in one process, then writes the report.
+#
+#   bench/run.sh --short   a subset, under 2 minutes on 2 cores; report in
+#                          out/bench/benchmarks.md (the default)
+#   bench/run.sh --full    every shape, 5 repetitions; report in
+#                          docs/benchmarks.md with plots in docs/img/
+#   --out DIR              where bench.json and cpu.json go (default out/bench)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=short
+out=out/bench
+while (($#)); do
+  case "$1" in
+    --short) mode=short ;;
+    --full) mode=full ;;
+    --out) out="$2"; shift ;;
+    *) echo "usage: bench/run.sh [--short|--full] [--out DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+scripts/install-deps.sh --peers
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build --target tfk_bench
+mkdir -p "$out"
+
+# CPU description for the report.
+/usr/bin/python3 - "$out/cpu.json" "bench/run.sh --$mode" <<'PY'
+import json, subprocess, sys, datetime
+info = {}
+for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+    key, _, value = line.partition(":")
+    info[key.strip()] = value.strip()
+flags = info.get("Flags", "").split()
+wanted = [f for f in flags if f.startswith(("avx", "fma", "sse4", "amx"))]
+json.dump({"model": info.get("Model name", "unknown"), "cores": info.get("CPU(s)"),
+           "flags": " ".join(sorted(wanted)), "command": sys.argv[2],
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")},
+          open(sys.argv[1], "w"), indent=1)
+PY
+
+if [[ $mode == short ]]; then
+  # Cache-resident shapes, decoding and small prefill matmuls, the limits.
+  filter='peak/|memory/(copy|rmw|read)/|softmax/(64x2048|8192x512)|(relu|gelu_erf|gelu_tanh)/262144|layernorm/512x1024|rope_half|matmul/[a-z_]+/M(1|8|64|512)_K1024_N1024/'
+  reps=3
+  min_time=0.05
+  report="$out/benchmarks.md"
+else
+  filter='.'
+  reps=5
+  min_time=0.2
+  report=docs/benchmarks.md
+fi
+
+# OpenBLAS is slowed by OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE where they are
+# set: unset here only, for this command.
+env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE build/bench/tfk_bench \
+  --benchmark_filter="$filter" --benchmark_repetitions=$reps \
+  --benchmark_min_time=$min_time \
+  --benchmark_out="$out/bench.json" --benchmark_out_format=json >"$out/bench.txt"
+
+/usr/bin/python3 bench/report.py "$out/bench.json" --cpu "$out/cpu.json" \
+  --command "bench/run.sh --$mode" --out "$report"

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Tests bench/report.py on a small recorded tfk_bench JSON (tests/data)."""
+import copy
+import json
+import os
+import statistics
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+import report  # noqa: E402
+
+SAMPLE = os.path.join(HERE, "data", "bench_sample.json")
+
+
+def medians(data, name, key, scale):
+    vals = [b[key] / scale for b in data["benchmarks"]
+            if b["run_name"] == name and b.get("run_type") != "aggregate"]
+    return statistics.median(vals)
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        with open(SAMPLE) as f:
+            self.data = json.load(f)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_report(self, data):
+        path = os.path.join(self.tmp.name, "bench.json")
+        with open(path, "w") as f:
+            json.dump(data, f)
+        out = os.path.join(self.tmp.name, "report.md")
+        self.assertEqual(report.main([path, "--command", "bench/run.sh --short", "--out", out]), 0)
+        with open(out) as f:
+            return f.read()
+
+    def row(self, text, section, first_cells):
+        """The table row of `section` that starts with the given cells."""
+        part = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+        prefix = "| " + " | ".join(first_cells) + " |"
+        rows = [line for line in part.splitlines() if line.startswith(prefix)]
+        self.assertEqual(len(rows), 1, f"{prefix} in {section}")
+        return rows[0]
+
+    def test_tables_and_plots(self):
+        text = self.run_report(self.data)
+        for heading in ("## Machine limits", "## matmul (GFLOP/s)", "## softmax (GB/s)", "## Spread"):
+            self.assertIn(heading, text)
+        self.assertIn("bench/run.sh --short", text)  # the command is recorded
+        self.assertIn("recorded-sample", text)        # and the machine
+        for png in ("matmul.png", "matmul_vs_m.png", "softmax.png"):
+            path = os.path.join(self.tmp.name, "img", png)
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", png)
+            self.assertIn(f"](img/{png})", text)
+        # Both ISAs of the sample are columns of the softmax table.
+        self.assertIn("| shape | threads | AVX2 | SSE4 |", text)
+
+    def test_ratio_to_best_peer_and_share_of_limits(self):
+        text = self.run_report(self.data)
+        sm = medians(self.data, "softmax/64x2048/AVX2/threads:1/real_time", "bytes_per_second", 1e9)
+        peer = medians(self.data, "onednn/softmax/64x2048/threads:1/real_time", "bytes_per_second", 1e9)
+        row = self.row(text, "softmax", ["64x2048", "1"])
+        self.assertTrue(row.endswith(f"| {sm / peer:.2f} |"), row)
+
+        mm = medians(self.data, "matmul/tfk_linear/M64_K1024_N1024/AVX2/threads:2/real_time", "GFLOPS", 1e9)
+        peak = medians(self.data, "peak/fma/AVX2/threads:2/real_time", "GFLOPS", 1e9)
+        ob = medians(self.data, "matmul/openblas/M64_K1024_N1024/threads:2/real_time", "GFLOPS", 1e9)
+        od = medians(self.data, "matmul/onednn_packed/M64_K1024_N1024/threads:2/real_time", "GFLOPS", 1e9)
+        row = self.row(text, "matmul", ["M64_K1024_N1024", "2"])
+        self.assertIn(f"| {100 * mm / peak:.0f} % of AVX2 FMA peak (AVX2) |", row)
+        self.assertTrue(row.endswith(f"| {mm / max(ob, od):.2f} |"), row)
+
+    def test_spread_over_ten_percent_is_flagged(self):
+        text = self.run_report(self.data)
+        self.assertNotIn("⚠", self.row(text, "softmax", ["64x2048", "1"]).split("|")[3])
+        data = copy.deepcopy(self.data)
+        for b in data["benchmarks"]:
+            if (b["run_name"] == "softmax/64x2048/AVX2/threads:1/real_time"
+                    and b.get("run_type") != "aggregate"):
+                b["bytes_per_second"] *= 1.5  # one slow-down... the first repetition only
+                break
+        text = self.run_report(data)
+        self.assertIn("⚠", self.row(text, "softmax", ["64x2048", "1"]).split("|")[3])
+        self.assertIn("`softmax/64x2048/AVX2/threads:1`", text.split("## Spread", 1)[1])
+
+    def test_empty_input_is_an_error(self):
+        path = os.path.join(self.tmp.name, "empty.json")
+        with open(path, "w") as f:
+            json.dump({"context": {}, "benchmarks": []}, f)
+        self.assertEqual(report.main([path, "--out", os.path.join(self.tmp.name, "r.md")]), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
