@@ -45,8 +45,11 @@ bool Gemm(const GemmArgs& g) {
   const size_t mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
   m_chunks = (g.M + mc - 1) / mc;
   const size_t group = blk.nc_panels;  // panels per workspace group
-  // ~flops / 8 as "bytes" for the small-work threshold of ParallelFor.
-  const size_t cost = (g.M < mc ? g.M : mc) * g.K * kNR / 4;
+  // Cost of an item for ParallelFor's small-work threshold, in bytes: the
+  // panel's weights it streams (decoding is bound by them), or ~flops / 8.
+  const size_t rows = g.M < mc ? g.M : mc;
+  const size_t flops_cost = rows * g.K * kNR / 4, bytes_cost = g.K * kNR * sizeof(float);
+  const size_t cost = flops_cost > bytes_cost ? flops_cost : bytes_cost;
   std::atomic<bool> ok{true};
   detail::ParallelFor(m_chunks * n_panels, cost, [&](size_t begin, size_t end) HWY_ATTR {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
