@@ -125,7 +125,7 @@ Blocking GetBlocking() {
     if (l1 <= 0) l1 = 32 << 10;
     if (l2 <= 0) l2 = 512 << 10;
     Blocking b;
-    b.kc = static_cast<size_t>(l1) / 2 / (kNR * sizeof(float));         // half of L1d
+    b.kc = static_cast<size_t>(l1) * 2 / (kNR * sizeof(float));  // twice L1d, see matmul.h
     b.kc = b.kc < 64 ? 64 : (b.kc > 512 ? 512 : b.kc);
     b.mc = static_cast<size_t>(l2) / 2 / (b.kc * sizeof(float));        // half of L2
     b.mc = b.mc < 48 ? 48 : (b.mc > 480 ? 480 : b.mc);
