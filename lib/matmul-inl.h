@@ -3,13 +3,14 @@
 //
 // Register tile: kMR rows x 32 columns (one panel), held in kMR * 32/N
 // accumulators, N = lanes per vector:
-//   AVX-512 (N = 16): 12 x 32 -> 24 zmm accumulators of 32, the rest for the
-//                     two B vectors; A values are broadcast from memory
-//                     (embedded broadcast operands).
+//   AVX-512 (N = 16): 14 x 32 -> 28 zmm accumulators of 32, 2 for the B
+//                     vectors, 1 for the broadcast A value.
 //   AVX2    (N = 8):   3 x 32 -> 12 ymm accumulators of 16, 3 broadcasts, 1 B.
 //   SSE4    (N = 4):   1 x 32 ->  8 xmm accumulators (no FMA: mul + add).
 // Two FMA pipes of latency 4 need >= 8 independent accumulators; more give
-// more FMAs per load (AVX-512: 24 FMAs per 2 B loads and 12 broadcasts).
+// more FMAs per load (AVX-512: 28 FMAs per 2 B loads and 14 broadcasts).
+// On AVX-512, A is packed per tile as [kc][kMR] (one pointer, kMR
+// consecutive values per k-step), so the 14-row tile needs no row pointers.
 // Each C element is one sequential FMA chain over k = 0..K-1; k-blocks only
 // park the chain in the workspace W between blocks, so results do not depend
 // on blocking, tiling or threads.
@@ -35,7 +36,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr size_t kLanes = HWY_MAX_BYTES / sizeof(float);
 constexpr size_t kNV = kNR / kLanes;  // vectors per panel row
-constexpr size_t kMaxMR = kLanes >= 16 ? 12 : (kLanes >= 8 ? 3 : 1);
+constexpr size_t kMaxMR = kLanes >= 16 ? 14 : (kLanes >= 8 ? 3 : 1);
+// AVX-512 packs A (see below); AVX2 and SSE4 read the caller's rows directly
+// (3 or 1 row pointers): packing cost them ~3 % and buys them nothing.
+constexpr bool kPackA = kLanes >= 16;
+// Element (i, k) of a tile's A: packed [kc][kMR], or rows of stride lda.
+#define TFK_A_AT(a, lda, i, k) (kPackA ? (a)[(k) * kMR + (i)] : (a)[(i) * (lda) + (k)])
 
 // The epilogue on one vector of S (columns col .. col + N of row `row`).
 // c_old / res point at the row's C and R values for those columns.
@@ -56,7 +62,8 @@ HWY_INLINE V ApplyEpilogue(D d, V s, const Epilogue& e, const float* c_old, cons
 }
 
 // Tile of kMR rows x one panel: acc = (first ? 0 : W) + A[:, k0:k0+kc] * Bslice.
-// a: row 0 of the tile at column k0 (stride lda); b: [kc][32] panel slice
+// a: the tile's rows of A, packed as [kc][kMR] (kPackA) or the caller's rows
+// at column k0 with stride lda; b: [kc][32] panel slice
 // (64-byte aligned); w: [kMR][32] partial sums. If last, applies the
 // epilogue and writes columns [0, n_valid) of the tile to c (stride ldc),
 // whose absolute position is (row0, col0) for bias and residual.
@@ -79,14 +86,14 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
     const float* bk = b + k * kNR;
     if (kNV <= 2) {
       // AVX-512: both B vectors stay loaded; each broadcast of A is used at
-      // once by its row's two FMAs, so 24 accumulators + 2 B + 1 broadcast
+      // once by its row's two FMAs, so 28 accumulators + 2 B + 1 broadcast
       // fit the 32 registers (broadcasting all rows first would spill).
       V bv[kNV];
 #pragma GCC unroll 16
       for (size_t j = 0; j < kNV; ++j) bv[j] = hn::Load(d, bk + j * kLanes);
 #pragma GCC unroll 16
       for (size_t i = 0; i < kMR; ++i) {
-        const V ai = hn::Set(d, a[i * lda + k]);
+        const V ai = hn::Set(d, TFK_A_AT(a, lda, i, k));
 #pragma GCC unroll 16
         for (size_t j = 0; j < kNV; ++j) acc[i][j] = hn::MulAdd(ai, bv[j], acc[i][j]);
       }
@@ -98,7 +105,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
         const V bj = hn::Load(d, bk + j * kLanes);
 #pragma GCC unroll 16
         for (size_t i = 0; i < kMR; ++i) {
-          acc[i][j] = hn::MulAdd(hn::Set(d, a[i * lda + k]), bj, acc[i][j]);
+          acc[i][j] = hn::MulAdd(hn::Set(d, TFK_A_AT(a, lda, i, k)), bj, acc[i][j]);
         }
       }
     }
@@ -162,10 +169,27 @@ HWY_INLINE TileFn TileForRows(size_t rows) {
     case 10: return &Tile<10>;
     case 11: return &Tile<11>;
     case 12: return &Tile<12>;
+    case 13: return &Tile<13>;
+    case 14: return &Tile<14>;
 #endif
   }
   return nullptr;
 }
+
+// Packs rows [0, rows) and columns [0, kc) of A (stride lda) as tiles of
+// kMaxMR rows, each [kc][tile rows]: tile t starts at dst + t * kMaxMR * kc.
+HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float* dst) {
+  for (size_t r = 0; r < rows; r += kMaxMR) {
+    const size_t mr = rows - r < kMaxMR ? rows - r : kMaxMR;
+    float* t = dst + r * kc;
+    for (size_t i = 0; i < mr; ++i) {
+      const float* src = a + (r + i) * lda;
+      for (size_t k = 0; k < kc; ++k) t[k * mr + i] = src[k];
+    }
+  }
+}
+
+#undef TFK_A_AT
 
 }  // namespace HWY_NAMESPACE
 }  // namespace tfk

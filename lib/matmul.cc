@@ -30,7 +30,7 @@ bool Gemm(const GemmArgs& g) {
   // Few rows (decoding): each panel is read once anyway; one pass over K
   // keeps it a single sequential stream for the prefetchers (M = 1, K = N =
   // 4096, AVX2: 8.6 -> 11 GB/s).
-  const size_t kc = g.M <= 2 * kMaxMR ? g.K : blk.kc;
+  const size_t kc = g.M <= 2 * kMaxMR || g.K < blk.kc ? g.K : blk.kc;
   const size_t n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
   // whole tiles so tasks get equal work, and enough of them to give every
@@ -44,7 +44,8 @@ bool Gemm(const GemmArgs& g) {
   }
   const size_t mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
   m_chunks = (g.M + mc - 1) / mc;
-  const size_t group = blk.nc_panels;  // panels per workspace group
+  // Panels per workspace group: larger where A is packed, to pack it less often.
+  const size_t group = kPackA ? 4 * blk.nc_panels : blk.nc_panels;
   // Cost of an item for ParallelFor's small-work threshold, in bytes: the
   // panel's weights it streams (decoding is bound by them), or ~flops / 8.
   const size_t rows = g.M < mc ? g.M : mc;
@@ -55,13 +56,15 @@ bool Gemm(const GemmArgs& g) {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
     const size_t w_floats = blocked ? group * mc * kNR : 0;
     const size_t b_floats = g.packed ? 0 : group * kc * kNR;
-    float* scratch = detail::ThreadScratch(w_floats + b_floats + 16);
+    const size_t a_floats = kPackA ? mc * kc : 0;
+    float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + 16);
     if (scratch == nullptr) {
       ok.store(false);
       return;
     }
     float* w = scratch;
     float* bs = scratch + w_floats;
+    float* ap = bs + b_floats;  // this k-block of the chunk's A rows, packed
     for (size_t item = begin; item < end;) {
       // A group: consecutive panels of one M chunk, at most `group` of them.
       const size_t chunk = item / n_panels;
@@ -75,6 +78,7 @@ bool Gemm(const GemmArgs& g) {
       for (size_t k0 = 0; k0 < g.K; k0 += kc) {
         const size_t kb = g.K - k0 < kc ? g.K - k0 : kc;
         const bool first = k0 == 0, last = k0 + kb == g.K;
+        if (kPackA) PackA(g.A + m0 * g.lda + k0, g.lda, m1 - m0, kb, ap);
         for (size_t p = p0; p < p1; ++p) {
           const float* bslice;
           if (g.packed) {
@@ -89,7 +93,8 @@ bool Gemm(const GemmArgs& g) {
           for (size_t r = m0; r < m1; r += kMaxMR) {
             const size_t rows = m1 - r < kMaxMR ? m1 - r : kMaxMR;
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
-            TileForRows(rows)(kb, g.A + r * g.lda + k0, g.lda, bslice, wt, first, last,
+            const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
+            TileForRows(rows)(kb, a, g.lda, bslice, wt, first, last,
                               g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi);
           }
         }
