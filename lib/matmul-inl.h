@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/activation-inl.h"
 #include "lib/matmul.h"
@@ -67,7 +68,7 @@ HWY_INLINE V ApplyEpilogue(D d, V s, const Epilogue& e, const float* c_old, cons
 // (64-byte aligned); w: [kMR][32] partial sums. If last, applies the
 // epilogue and writes columns [0, n_valid) of the tile to c (stride ldc),
 // whose absolute position is (row0, col0) for bias and residual.
-template <size_t kMR>
+template <size_t kMR, bool kPrefetch>
 HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
                        const float* HWY_RESTRICT b, float* HWY_RESTRICT w, bool first,
                        bool last, float* c, size_t ldc, size_t n_valid, size_t row0,
@@ -84,6 +85,13 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
   }
   for (size_t k = 0; k < kc; ++k) {
     const float* bk = b + k * kNR;
+    if (kPrefetch) {
+      // Decoding streams each panel once from memory: ask for it 32 k-steps
+      // (4 KiB) ahead, beyond what the out-of-order window reaches when a
+      // k-step carries many FMAs.
+      hwy::Prefetch(bk + 32 * kNR);
+      hwy::Prefetch(bk + 32 * kNR + 16);
+    }
     if (kNV <= 2) {
       // AVX-512: both B vectors stay loaded; each broadcast of A is used at
       // once by its row's two FMAs, so 28 accumulators + 2 B + 1 broadcast
@@ -152,25 +160,26 @@ using TileFn = void (*)(size_t, const float*, size_t, const float*, float*, bool
                         size_t, size_t, size_t, size_t, const Epilogue&);
 
 // Tile kernels for 1 .. kMaxMR rows.
-HWY_INLINE TileFn TileForRows(size_t rows) {
+// prefetch: the decoding variant, which prefetches B ahead.
+HWY_INLINE TileFn TileForRows(size_t rows, bool prefetch) {
   switch (rows) {
-    case 1: return &Tile<1>;
+    case 1: return prefetch ? &Tile<1, true> : &Tile<1, false>;
 #if HWY_MAX_BYTES >= 32
-    case 2: return &Tile<2>;
-    case 3: return &Tile<3>;
+    case 2: return prefetch ? &Tile<2, true> : &Tile<2, false>;
+    case 3: return prefetch ? &Tile<3, true> : &Tile<3, false>;
 #endif
 #if HWY_MAX_BYTES >= 64
-    case 4: return &Tile<4>;
-    case 5: return &Tile<5>;
-    case 6: return &Tile<6>;
-    case 7: return &Tile<7>;
-    case 8: return &Tile<8>;
-    case 9: return &Tile<9>;
-    case 10: return &Tile<10>;
-    case 11: return &Tile<11>;
-    case 12: return &Tile<12>;
-    case 13: return &Tile<13>;
-    case 14: return &Tile<14>;
+    case 4: return prefetch ? &Tile<4, true> : &Tile<4, false>;
+    case 5: return prefetch ? &Tile<5, true> : &Tile<5, false>;
+    case 6: return prefetch ? &Tile<6, true> : &Tile<6, false>;
+    case 7: return prefetch ? &Tile<7, true> : &Tile<7, false>;
+    case 8: return prefetch ? &Tile<8, true> : &Tile<8, false>;
+    case 9: return prefetch ? &Tile<9, true> : &Tile<9, false>;
+    case 10: return prefetch ? &Tile<10, true> : &Tile<10, false>;
+    case 11: return prefetch ? &Tile<11, true> : &Tile<11, false>;
+    case 12: return prefetch ? &Tile<12, true> : &Tile<12, false>;
+    case 13: return prefetch ? &Tile<13, true> : &Tile<13, false>;
+    case 14: return prefetch ? &Tile<14, true> : &Tile<14, false>;
 #endif
   }
   return nullptr;

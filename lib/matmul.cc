@@ -27,10 +27,12 @@ namespace HWY_NAMESPACE {
 // Returns false if a task could not get its scratch memory (out of memory).
 bool Gemm(const GemmArgs& g) {
   const Blocking blk = GetBlocking();
-  // Few rows (decoding): each panel is read once anyway; one pass over K
-  // keeps it a single sequential stream for the prefetchers (M = 1, K = N =
-  // 4096, AVX2: 8.6 -> 11 GB/s).
-  const size_t kc = g.M <= 2 * kMaxMR || g.K < blk.kc ? g.K : blk.kc;
+  // One row tile (decoding): each panel is read once anyway; one pass over
+  // K keeps it a single sequential stream (M = 1, K = N = 4096, AVX2: 8.6 ->
+  // 11 GB/s). With more tiles, k-blocks keep each panel slice in cache for
+  // all of them (M = 8 on AVX2's 3-row tiles would read each panel 3 times).
+  const bool decode = g.M <= kMaxMR;
+  const size_t kc = decode || g.K < blk.kc ? g.K : blk.kc;
   const size_t n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
   // whole tiles so tasks get equal work, and enough of them to give every
@@ -94,7 +96,7 @@ bool Gemm(const GemmArgs& g) {
             const size_t rows = m1 - r < kMaxMR ? m1 - r : kMaxMR;
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
             const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
-            TileForRows(rows)(kb, a, g.lda, bslice, wt, first, last,
+            TileForRows(rows, decode)(kb, a, g.lda, bslice, wt, first, last,
                               g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi);
           }
         }
