@@ -89,8 +89,9 @@ const bool kRegistered = [] {
   RegisterCopy(size_t{8} << 20);
   RegisterCopy(size_t{256} << 10);  // L2-resident
   RegisterRmw(size_t{2} << 20);     // RoPE [512, 32, 128] in place
-  // Reads of the weight sizes of decoding matmuls (4, 64, 256 MiB).
+  // Reads of the weight sizes of decoding matmuls (4, 16, 64, 256 MiB).
   RegisterRead(size_t{1} << 20);
+  RegisterRead(size_t{4} << 20);
   RegisterRead(size_t{16} << 20);
   RegisterRead(size_t{64} << 20);
   RegisterTriad(size_t{64} << 20);

@@ -31,7 +31,9 @@ bool Gemm(const GemmArgs& g) {
   // K keeps it a single sequential stream (M = 1, K = N = 4096, AVX2: 8.6 ->
   // 11 GB/s). With more tiles, k-blocks keep each panel slice in cache for
   // all of them (M = 8 on AVX2's 3-row tiles would read each panel 3 times).
-  const bool decode = g.M <= kMaxMR;
+  // (Packed weights only: the unpacked path packs B slices of kc rows into
+  // scratch, which must stay small.)
+  const bool decode = g.packed != nullptr && g.M <= kMaxMR;
   const size_t kc = decode || g.K < blk.kc ? g.K : blk.kc;
   const size_t n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
@@ -46,8 +48,9 @@ bool Gemm(const GemmArgs& g) {
   }
   const size_t mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
   m_chunks = (g.M + mc - 1) / mc;
-  // Panels per workspace group: larger where A is packed, to pack it less often.
-  const size_t group = kPackA ? 4 * blk.nc_panels : blk.nc_panels;
+  // Panels per workspace group: larger where A is packed, to pack it less
+  // often (not for unpacked B, whose group of slices is packed into scratch).
+  const size_t group = kPackA && g.packed ? 4 * blk.nc_panels : blk.nc_panels;
   // Cost of an item for ParallelFor's small-work threshold, in bytes: the
   // panel's weights it streams (decoding is bound by them), or ~flops / 8.
   const size_t rows = g.M < mc ? g.M : mc;
