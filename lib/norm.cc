@@ -111,33 +111,33 @@ HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float
   AffineRow(d, x, y, n, 0.0f, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr);
 }
 
-void LayerNormRows(const NormArgs& a) {
+// Runs row(d, x_row, y_row) over the rows in parallel; d is a full vector
+// when a row holds one, else a single lane.
+template <class RowFn>
+HWY_INLINE void ForEachRow(const NormArgs& a, const RowFn& row) {
   detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
     const hn::ScalableTag<float> d;
     for (size_t r = begin; r < end; ++r) {
       const float* x = a.x + r * a.ldx;
       float* y = a.y + r * a.ldy;
       if (a.cols >= hn::Lanes(d)) {
-        LayerNormRowT(d, x, y, a.cols, a.gamma, a.beta, a.eps);
+        row(d, x, y);
       } else {
-        LayerNormRowT(hn::CappedTag<float, 1>(), x, y, a.cols, a.gamma, a.beta, a.eps);
+        row(hn::CappedTag<float, 1>(), x, y);
       }
     }
   });
 }
 
+void LayerNormRows(const NormArgs& a) {
+  ForEachRow(a, [&](auto d, const float* x, float* y) HWY_ATTR {
+    LayerNormRowT(d, x, y, a.cols, a.gamma, a.beta, a.eps);
+  });
+}
+
 void RmsNormRows(const NormArgs& a) {
-  detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
-    const hn::ScalableTag<float> d;
-    for (size_t r = begin; r < end; ++r) {
-      const float* x = a.x + r * a.ldx;
-      float* y = a.y + r * a.ldy;
-      if (a.cols >= hn::Lanes(d)) {
-        RmsNormRowT(d, x, y, a.cols, a.gamma, a.eps);
-      } else {
-        RmsNormRowT(hn::CappedTag<float, 1>(), x, y, a.cols, a.gamma, a.eps);
-      }
-    }
+  ForEachRow(a, [&](auto d, const float* x, float* y) HWY_ATTR {
+    RmsNormRowT(d, x, y, a.cols, a.gamma, a.eps);
   });
 }
 
