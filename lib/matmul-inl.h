@@ -133,26 +133,25 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
   for (size_t i = 0; i < kMR; ++i) {
     float* crow = c + i * ldc;
     const float* rrow = epi.residual ? epi.residual + (row0 + i) * epi.ldr + col0 : nullptr;
-    if (n_valid == kNR) {
-#pragma GCC unroll 16
-      for (size_t j = 0; j < kNV; ++j) {
-        const size_t o = j * kLanes;
-        hn::StoreU(ApplyEpilogue(d, acc[i][j], epi, crow + o, bias ? bias + o : nullptr,
-                                 rrow ? rrow + o : nullptr),
-                   d, crow + o);
-      }
-    } else {
+    // Full panel: straight from and to C and R. Partial: through buffers.
+    const float* csrc = crow;
+    const float* rsrc = rrow;
+    float* dst = crow;
+    if (n_valid != kNR) {
       if (epi.beta != 0.0f) memcpy(cbuf, crow, n_valid * sizeof(float));
       if (rrow) memcpy(rbuf, rrow, n_valid * sizeof(float));
-#pragma GCC unroll 16
-      for (size_t j = 0; j < kNV; ++j) {
-        const size_t o = j * kLanes;
-        hn::Store(ApplyEpilogue(d, acc[i][j], epi, cbuf + o, bias ? bias + o : nullptr,
-                                rrow ? rbuf + o : nullptr),
-                  d, ybuf + o);
-      }
-      memcpy(crow, ybuf, n_valid * sizeof(float));
+      csrc = cbuf;
+      rsrc = rrow ? rbuf : nullptr;
+      dst = ybuf;
     }
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kNV; ++j) {
+      const size_t o = j * kLanes;
+      hn::StoreU(ApplyEpilogue(d, acc[i][j], epi, csrc + o, bias ? bias + o : nullptr,
+                               rsrc ? rsrc + o : nullptr),
+                 d, dst + o);
+    }
+    if (n_valid != kNR) memcpy(crow, ybuf, n_valid * sizeof(float));
   }
 }
 
