@@ -31,10 +31,10 @@ struct Scratch {
   ~Scratch() { free(data); }
 };
 thread_local Scratch t_scratch;
-}  // namespace
+thread_local Scratch t_call;
+thread_local bool t_call_busy = false;
 
-float* ThreadScratch(size_t n) {
-  Scratch& s = t_scratch;
+float* Grow(Scratch& s, size_t n) {
   if (n > s.size) {
     const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
     void* p = aligned_alloc(64, bytes);
@@ -44,6 +44,31 @@ float* ThreadScratch(size_t n) {
     s.size = bytes / sizeof(float);
   }
   return s.data;
+}
+
+float* AlignedFloats(size_t n) {
+  return static_cast<float*>(aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+}
+}  // namespace
+
+float* ThreadScratch(size_t n) { return Grow(t_scratch, n); }
+
+CallBuffer::CallBuffer(size_t n) {
+  if (!t_call_busy) {
+    data_ = Grow(t_call, n);
+    t_call_busy = data_ != nullptr;
+  } else {
+    data_ = AlignedFloats(n);
+    owned_ = true;
+  }
+}
+
+CallBuffer::~CallBuffer() {
+  if (owned_) {
+    free(data_);
+  } else if (data_ != nullptr) {
+    t_call_busy = false;
+  }
 }
 
 }  // namespace detail

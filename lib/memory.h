@@ -22,6 +22,24 @@ size_t StreamThresholdBytes();
 // if the allocation fails.
 float* ThreadScratch(size_t n);
 
+// n floats (64-byte aligned) for state one call shares between its tasks,
+// such as partial results merged after a parallel loop. Each thread keeps a
+// second buffer for this; if it is already held (this thread runs a host
+// task that calls tfk while it waits inside another tfk call), a fresh one
+// is allocated. get() is null if memory ran out.
+class CallBuffer {
+ public:
+  explicit CallBuffer(size_t n);
+  ~CallBuffer();
+  CallBuffer(const CallBuffer&) = delete;
+  CallBuffer& operator=(const CallBuffer&) = delete;
+  float* get() const { return data_; }
+
+ private:
+  float* data_ = nullptr;
+  bool owned_ = false;  // allocated here, not the thread's buffer
+};
+
 }  // namespace detail
 }  // namespace tfk
 

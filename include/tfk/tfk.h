@@ -219,6 +219,79 @@ TFK_API tfk_status tfk_linear_info(const tfk_linear* layer, size_t* K,
 /* Frees the handle; NULL is ignored. */
 TFK_API void tfk_linear_destroy(tfk_linear* layer);
 
+/* ---- Attention -------------------------------------------------------- */
+
+/* Scaled dot-product attention, per head h:
+ *   O_h = softmax(scale * Q_h K_g^T + mask) V_g,  g = h / (n_heads/n_kv_heads)
+ * Q is [q_len, n_heads, head_dim]: element (t, h, k) at Q[t*ldq + h*head_dim
+ * + k], ldq >= n_heads*head_dim; K and V are [kv_len, n_kv_heads, head_dim]
+ * likewise (ldk, ldv), so Q, K and V can be column ranges of one fused QKV
+ * projection; O is [q_len, n_heads, head_dim] (ldo), the heads concatenated.
+ * n_heads is a multiple of n_kv_heads (grouped-query / multi-query
+ * attention); head_dim <= 256; scale = 0 selects 1/sqrt(head_dim).
+ * TFK_MASK_CAUSAL is bottom-right aligned: query t sits at position
+ * kv_len - q_len + t and sees keys j <= kv_len - q_len + t; a query that sees
+ * no key (q_len > kv_len) gets zeros. The q_len x kv_len score matrix is never
+ * formed (flash-style tiles with an online softmax, docs/attention.md). A
+ * NaN or +inf score makes its query's row NaN. O may be Q (same ldq) but must
+ * not overlap K or V. Error: docs/numerics.md. */
+TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t n_heads,
+                                 size_t n_kv_heads, size_t head_dim,
+                                 const float* Q, size_t ldq, const float* K,
+                                 size_t ldk, const float* V, size_t ldv,
+                                 float* O, size_t ldo, float scale,
+                                 tfk_mask mask);
+
+/* ---- KV cache --------------------------------------------------------- */
+
+typedef enum tfk_dtype {
+  TFK_DTYPE_F32 = 0,
+  /* bfloat16, rounded to nearest even on append: half the bytes to read per
+   * decoding step, 8 significant bits (relative error <= 2^-9 per value). */
+  TFK_DTYPE_BF16 = 1
+} tfk_dtype;
+
+/* The keys and values of one attention layer: capacity tokens of
+ * n_kv_heads x head_dim each (head_dim <= 256), stored per head so each
+ * decoding step reads them as long sequential streams. */
+typedef struct tfk_kv_cache tfk_kv_cache;
+
+TFK_API tfk_status tfk_kv_cache_create(tfk_kv_cache** out, size_t capacity,
+                                       size_t n_kv_heads, size_t head_dim,
+                                       tfk_dtype dtype);
+
+/* Appends `tokens` tokens: K and V are [tokens, n_kv_heads, head_dim] with
+ * leading dimensions ldk, ldv >= n_kv_heads*head_dim (e.g. inside a fused
+ * QKV row, after RoPE). Fails, appending nothing, if length + tokens >
+ * capacity. */
+TFK_API tfk_status tfk_kv_cache_append(tfk_kv_cache* cache, size_t tokens,
+                                       const float* K, size_t ldk,
+                                       const float* V, size_t ldv);
+
+/* tfk_attention of q_len new queries against every cached token (kv_len =
+ * the cache length, so append the new tokens' K and V first; with
+ * TFK_MASK_CAUSAL query t sees the cached tokens up to its own position
+ * length - q_len + t). n_heads is a multiple of the cache's n_kv_heads. */
+TFK_API tfk_status tfk_kv_cache_attention(const tfk_kv_cache* cache,
+                                          size_t q_len, size_t n_heads,
+                                          const float* Q, size_t ldq,
+                                          float* O, size_t ldo, float scale,
+                                          tfk_mask mask);
+
+/* Forgets every token from `length` on (length <= the current length), e.g.
+ * to start a new sequence (0) or to drop rejected draft tokens. */
+TFK_API tfk_status tfk_kv_cache_truncate(tfk_kv_cache* cache, size_t length);
+
+/* Current length, capacity and bytes held; any pointer may be NULL. */
+TFK_API tfk_status tfk_kv_cache_info(const tfk_kv_cache* cache,
+                                     size_t* length, size_t* capacity,
+                                     size_t* bytes);
+
+/* Frees the cache; NULL is ignored. A cache may be read by many
+ * tfk_kv_cache_attention calls at once, but not while it is appended to or
+ * truncated. */
+TFK_API void tfk_kv_cache_destroy(tfk_kv_cache* cache);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,310 @@
+// Attention kernels, per target: the prefill tile (queries along the lanes)
+// and the decoding dot-product kernel. Layout and constants: lib/attention.h;
+// design: docs/attention.md.
+//
+// Register tiles of the prefill path, kAttnMR rows x 32 query lanes, the
+// same budget as the matmul's (lib/matmul-inl.h):
+//   AVX-512 (16 lanes): 12 x 2 vectors = 24 accumulators + 2 B + 1 broadcast;
+//   AVX2    (8 lanes):   3 x 4 vectors = 12 accumulators + 4 B or broadcasts;
+//   SSE4    (4 lanes):   1 x 8 vectors =  8 accumulators (no FMA).
+// Both products of a KV block run through the one tile, PanelTile: the A
+// operand is read by broadcast with strides (rows of K for S^T, columns of V
+// for O^T), the B operand is a [k][32] panel in L1 ((scale Q)^T or P^T).
+
+#if defined(TFK_LIB_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TFK_LIB_ATTENTION_INL_H_
+#undef TFK_LIB_ATTENTION_INL_H_
+#else
+#define TFK_LIB_ATTENTION_INL_H_
+#endif
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hwy/highway.h"
+#include "lib/attention.h"
+#include "lib/exp-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kAttnLanes = HWY_MAX_BYTES / sizeof(float);
+constexpr size_t kQV = kQB / kAttnLanes;  // vectors per row of 32 queries
+constexpr size_t kAttnMR = kAttnLanes >= 16 ? 12 : (kAttnLanes >= 8 ? 3 : 1);
+
+// ---- K and V elements: float, or bf16 held as uint16_t --------------------
+
+HWY_INLINE VF LoadKV(DF d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE VF LoadKV(DF d, const uint16_t* p) {
+  // bf16 -> f32 is exact: the 16 bits become the high half of the float.
+  const hn::Rebind<uint16_t, DF> d16;
+  const hn::RebindToUnsigned<DF> d32;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p))));
+}
+HWY_INLINE float KVToFloat(float x) { return x; }
+HWY_INLINE float KVToFloat(uint16_t x) { return Bf16ToFloat(x); }
+
+// dst[r][0:n] = float(src[r * ld + 0:n]) for r < rows (dst stride n).
+template <class T>
+HWY_INLINE void RowsToFloat(const T* src, size_t ld, size_t rows, size_t n, float* dst) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  for (size_t r = 0; r < rows; ++r) {
+    const T* s = src + r * ld;
+    float* o = dst + r * n;
+    size_t i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(LoadKV(d, s + i), d, o + i);
+    for (; i < n; ++i) o[i] = KVToFloat(s[i]);
+  }
+}
+
+// ---- Prefill: the panel tile ----------------------------------------------
+
+// out[i][0:32] = init_i + sum_{k < n_k} A(i, k) * b[k][0:32] for i < kMR, with
+// init_i = out[i] * rescale (per lane) or 0 if rescale is null, and
+// A(i, k) = a[i * stride + k] if kRowsOfA (rows of K), else a[k * stride + i]
+// (columns of V). b and out are rows of 32 floats, 64-byte aligned. Each
+// output is one FMA chain over k in order.
+template <size_t kMR, bool kRowsOfA>
+HWY_NOINLINE void PanelTile(size_t n_k, const float* HWY_RESTRICT a, size_t stride,
+                            const float* HWY_RESTRICT b, float* HWY_RESTRICT out,
+                            const float* HWY_RESTRICT rescale) {
+  const DF d;
+  VF acc[kMR][kQV];
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kMR; ++i) {
+#pragma GCC unroll 16
+    for (size_t v = 0; v < kQV; ++v) {
+      acc[i][v] = rescale ? hn::Mul(hn::Load(d, out + i * kQB + v * kAttnLanes),
+                                    hn::Load(d, rescale + v * kAttnLanes))
+                          : hn::Zero(d);
+    }
+  }
+  for (size_t k = 0; k < n_k; ++k) {
+    const float* bk = b + k * kQB;
+    const float* ak = kRowsOfA ? a + k : a + k * stride;
+    if (kQV <= 2) {
+      // AVX-512: both B vectors stay loaded, each broadcast is used at once.
+      VF bv[kQV];
+#pragma GCC unroll 16
+      for (size_t v = 0; v < kQV; ++v) bv[v] = hn::Load(d, bk + v * kAttnLanes);
+#pragma GCC unroll 16
+      for (size_t i = 0; i < kMR; ++i) {
+        const VF ai = hn::Set(d, kRowsOfA ? ak[i * stride] : ak[i]);
+#pragma GCC unroll 16
+        for (size_t v = 0; v < kQV; ++v) acc[i][v] = hn::MulAdd(ai, bv[v], acc[i][v]);
+      }
+    } else {
+#pragma GCC unroll 16
+      for (size_t v = 0; v < kQV; ++v) {
+        const VF bv = hn::Load(d, bk + v * kAttnLanes);
+#pragma GCC unroll 16
+        for (size_t i = 0; i < kMR; ++i) {
+          acc[i][v] = hn::MulAdd(hn::Set(d, kRowsOfA ? ak[i * stride] : ak[i]), bv, acc[i][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kMR; ++i) {
+#pragma GCC unroll 16
+    for (size_t v = 0; v < kQV; ++v) hn::Store(acc[i][v], d, out + i * kQB + v * kAttnLanes);
+  }
+}
+
+// PanelTile over `rows` rows: full tiles of kAttnMR, then one smaller tile.
+template <bool kRowsOfA>
+HWY_INLINE void PanelRows(size_t rows, size_t n_k, const float* a, size_t stride,
+                          const float* b, float* out, const float* rescale) {
+  const size_t step = kRowsOfA ? stride : 1;  // A offset from one row to the next
+  size_t i = 0;
+  for (; i + kAttnMR <= rows; i += kAttnMR) {
+    PanelTile<kAttnMR, kRowsOfA>(n_k, a + i * step, stride, b, out + i * kQB, rescale);
+  }
+  a += i * step;
+  out += i * kQB;
+  switch (rows - i) {
+#define TFK_TAIL(r) \
+  case r: return PanelTile<r, kRowsOfA>(n_k, a, stride, b, out, rescale);
+#if HWY_MAX_BYTES >= 32
+    TFK_TAIL(1) TFK_TAIL(2)
+#endif
+#if HWY_MAX_BYTES >= 64
+    TFK_TAIL(3) TFK_TAIL(4) TFK_TAIL(5) TFK_TAIL(6) TFK_TAIL(7) TFK_TAIL(8) TFK_TAIL(9)
+    TFK_TAIL(10) TFK_TAIL(11)
+#endif
+#undef TFK_TAIL
+    default: return;
+  }
+}
+
+// ---- Prefill: online softmax over a block of S^T ---------------------------
+
+// Sets st[j][lane] = -inf for keys j0 + j >= visible[lane].
+HWY_INLINE void MaskBlock(size_t j0, size_t nj, const int32_t* visible, float* st) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const VF neg_inf = hn::Set(d, -INFINITY);
+  for (size_t v = 0; v < kQV; ++v) {
+    const auto lim = hn::Load(di, visible + v * kAttnLanes);
+    for (size_t j = 0; j < nj; ++j) {
+      float* s = st + j * kQB + v * kAttnLanes;
+      const auto seen = hn::RebindMask(d, hn::Gt(lim, hn::Set(di, static_cast<int32_t>(j0 + j))));
+      hn::Store(hn::IfThenElse(seen, hn::Load(d, s), neg_inf), d, s);
+    }
+  }
+}
+
+// Per lane (query): m' = max(m, max_j st[j]), st[j] = exp(st[j] - m'),
+// l = l * alpha + sum_j st[j] with alpha = exp(m - m') the factor for the
+// output so far. A lane that has seen only -inf keeps m = -inf and uses 0 as
+// its shift (so exp(-inf - -inf) never occurs). NaN and +inf scores make the
+// lane NaN, as in tfk_softmax.
+HWY_INLINE void OnlineSoftmaxBlock(size_t nj, float* st, float* m, float* l, float* alpha) {
+  const DF d;
+  const VF neg_inf = hn::Set(d, -INFINITY);
+  for (size_t v = 0; v < kQV; ++v) {
+    const size_t o = v * kAttnLanes;
+    VF mb = neg_inf;
+    for (size_t j = 0; j < nj; ++j) mb = hn::Max(mb, hn::Load(d, st + j * kQB + o));
+    const VF m_old = hn::Load(d, m + o);
+    const VF m_new = hn::Max(m_old, mb);
+    const VF shift = hn::IfThenZeroElse(hn::Eq(m_new, neg_inf), m_new);
+    VF sum = hn::Zero(d);
+    for (size_t j = 0; j < nj; ++j) {
+      float* s = st + j * kQB + o;
+      const VF p = ExpNonPositive(d, hn::Sub(hn::Load(d, s), shift));
+      hn::Store(p, d, s);
+      sum = hn::Add(sum, p);
+    }
+    const VF al = ExpNonPositive(d, hn::Sub(m_old, shift));
+    hn::Store(hn::MulAdd(hn::Load(d, l + o), al, sum), d, l + o);
+    hn::Store(al, d, alpha + o);
+    hn::Store(m_new, d, m + o);
+  }
+}
+
+// ---- Decoding: dot products and value accumulation -------------------------
+
+// s[j] = dot(q[0:n], K row j) for j < nk, rows of stride ld. Four keys at a
+// time share each load of q; lanes are summed at the end, then the tail.
+template <class T>
+HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t n, float* s) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n_full = n - n % N;
+  size_t j = 0;
+  for (; j + 4 <= nk; j += 4) {
+    const T* r0 = k + j * ld;
+    const T* r1 = r0 + ld;
+    const T* r2 = r1 + ld;
+    const T* r3 = r2 + ld;
+    VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n_full; i += N) {
+      const VF qv = hn::LoadU(d, q + i);
+      a0 = hn::MulAdd(LoadKV(d, r0 + i), qv, a0);
+      a1 = hn::MulAdd(LoadKV(d, r1 + i), qv, a1);
+      a2 = hn::MulAdd(LoadKV(d, r2 + i), qv, a2);
+      a3 = hn::MulAdd(LoadKV(d, r3 + i), qv, a3);
+    }
+    float t0 = hn::GetLane(hn::SumOfLanes(d, a0)), t1 = hn::GetLane(hn::SumOfLanes(d, a1));
+    float t2 = hn::GetLane(hn::SumOfLanes(d, a2)), t3 = hn::GetLane(hn::SumOfLanes(d, a3));
+    for (size_t i = n_full; i < n; ++i) {
+      t0 += q[i] * KVToFloat(r0[i]);
+      t1 += q[i] * KVToFloat(r1[i]);
+      t2 += q[i] * KVToFloat(r2[i]);
+      t3 += q[i] * KVToFloat(r3[i]);
+    }
+    s[j] = t0, s[j + 1] = t1, s[j + 2] = t2, s[j + 3] = t3;
+  }
+  for (; j < nk; ++j) {
+    const T* r = k + j * ld;
+    VF a = hn::Zero(d);
+    for (size_t i = 0; i < n_full; i += N) a = hn::MulAdd(LoadKV(d, r + i), hn::LoadU(d, q + i), a);
+    float t = hn::GetLane(hn::SumOfLanes(d, a));
+    for (size_t i = n_full; i < n; ++i) t += q[i] * KVToFloat(r[i]);
+    s[j] = t;
+  }
+}
+
+// o[c0 .. c0 + kNV*N) = init + sum_{j < nk} p[j] V[j][c] in registers
+// (init = alpha * o, or 0 if first): kNV independent FMA chains per key.
+template <size_t kNV, class T>
+HWY_INLINE void ValueColumns(size_t nk, const float* p, const T* v, size_t ld, size_t c0,
+                             float* o, float alpha, bool first) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  VF acc[kNV];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < kNV; ++i) {
+    acc[i] = first ? hn::Zero(d) : hn::Mul(hn::Set(d, alpha), hn::LoadU(d, o + c0 + i * N));
+  }
+  for (size_t j = 0; j < nk; ++j) {
+    const VF pj = hn::Set(d, p[j]);
+    const T* row = v + j * ld + c0;
+#pragma GCC unroll 8
+    for (size_t i = 0; i < kNV; ++i) acc[i] = hn::MulAdd(pj, LoadKV(d, row + i * N), acc[i]);
+  }
+#pragma GCC unroll 8
+  for (size_t i = 0; i < kNV; ++i) hn::StoreU(acc[i], d, o + c0 + i * N);
+}
+
+// o[0:n] = (first ? 0 : alpha * o) + sum_{j < nk} p[j] * V row j[0:n].
+template <class T>
+HWY_INLINE void AccumulateValues(size_t nk, const float* p, const T* v, size_t ld, size_t n,
+                                 float* o, float alpha, bool first) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t c = 0;
+  // 8 accumulators per pass: two FMA pipes of latency 4 stay busy.
+  for (; c + 8 * N <= n; c += 8 * N) ValueColumns<8>(nk, p, v, ld, c, o, alpha, first);
+  for (; c + 2 * N <= n; c += 2 * N) ValueColumns<2>(nk, p, v, ld, c, o, alpha, first);
+  for (; c + N <= n; c += N) ValueColumns<1>(nk, p, v, ld, c, o, alpha, first);
+  for (; c < n; ++c) {
+    float acc = first ? 0.0f : alpha * o[c];
+    for (size_t j = 0; j < nk; ++j) acc += p[j] * KVToFloat(v[j * ld + c]);
+    o[c] = acc;
+  }
+}
+
+// exp(a) for one float a <= 0 by the vector routine (same results as lanes).
+HWY_INLINE float ExpNonPositive1(float a) {
+  const hn::CappedTag<float, 1> d1;
+  return hn::GetLane(ExpNonPositive(d1, hn::Set(d1, a)));
+}
+
+// Online softmax over s[0:nk) for one query: returns alpha, updates m and l,
+// turns s into probabilities. s has room for a multiple of N entries.
+HWY_INLINE float OnlineSoftmaxRow(size_t nk, float* s, float& m, float& l) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t padded = (nk + N - 1) / N * N;
+  for (size_t j = nk; j < padded; ++j) s[j] = -INFINITY;
+  VF mb = hn::Set(d, -INFINITY);
+  for (size_t j = 0; j < padded; j += N) mb = hn::Max(mb, hn::LoadU(d, s + j));
+  float m_new = hn::GetLane(hn::MaxOfLanes(d, mb));
+  if (m_new < m || isnan(m)) m_new = m;  // max(m, block) keeping a NaN m
+  const float shift = m_new == -INFINITY ? 0.0f : m_new;
+  const VF vshift = hn::Set(d, shift);
+  VF sum = hn::Zero(d);
+  for (size_t j = 0; j < padded; j += N) {
+    const VF p = ExpNonPositive(d, hn::Sub(hn::LoadU(d, s + j), vshift));
+    hn::StoreU(p, d, s + j);
+    sum = hn::Add(sum, p);
+  }
+  const float alpha = ExpNonPositive1(m - shift);
+  l = l * alpha + hn::GetLane(hn::SumOfLanes(d, sum));
+  m = m_new;
+  return alpha;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#endif  // TFK_LIB_ATTENTION_INL_H_ toggle

@@ -1,0 +1,317 @@
+// Scaled dot-product attention: public entry and per-target loops.
+// Contract: include/tfk/tfk.h (tfk_attention); kernels: lib/attention-inl.h;
+// layout and constants: lib/attention.h; design: docs/attention.md.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "hwy/highway.h"
+#include "lib/attention-inl.h"
+#include "lib/attention.h"
+#include "lib/memory.h"
+#include "lib/threading.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tfk {
+namespace HWY_NAMESPACE {
+
+// K or V rows of group g from key j0, as floats: the caller's rows (f32), or
+// for bf16 `rows` rows converted into buf (stride head_dim).
+template <class T>
+HWY_INLINE const float* KVRows(const AttentionArgs& a, const void* base, size_t ld,
+                               size_t head_stride, size_t g, size_t j0, size_t rows, float* buf,
+                               size_t& ld_out) {
+  const T* src = static_cast<const T*>(base) + g * head_stride + j0 * ld;
+  if (sizeof(T) == sizeof(float)) {
+    ld_out = ld;
+    return reinterpret_cast<const float*>(src);
+  }
+  RowsToFloat(src, ld, rows, a.head_dim, buf);
+  ld_out = a.head_dim;
+  return buf;
+}
+
+// Prefill task: queries f0 .. f0 + 31 of group g (see lib/attention.h).
+// Scratch: [(2 d + kKVB) * 32 + 4 * 32 + (bf16 ? 2 kKVB d : 0)] floats.
+template <class T>
+HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch) {
+  const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads;
+  const size_t n_f = a.q_len * n_rep - f0 < kQB ? a.q_len * n_rep - f0 : kQB;
+  float* qt = scratch;         // [d][32]: (scale Q)^T
+  float* ot = qt + dh * kQB;   // [d][32]: O^T, unnormalised
+  float* st = ot + dh * kQB;   // [kKVB][32]: S^T, then P^T
+  float* m = st + kKVB * kQB;  // [32] running max
+  float* l = m + kQB;          // [32] running sum
+  float* alpha = l + kQB;      // [32] rescale of O^T for this block
+  int32_t* visible = reinterpret_cast<int32_t*>(alpha + kQB);  // [32] keys seen
+  float* kbuf = alpha + 2 * kQB;                                // bf16 only
+  float* vbuf = kbuf + kKVB * dh;
+
+  size_t max_keys = 0, min_keys = a.kv_len;
+  for (size_t lane = 0; lane < kQB; ++lane) {
+    size_t keys = 0;
+    if (lane < n_f) {
+      const size_t f = f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
+      const float* q = a.q + t * a.ldq + h * dh;
+      for (size_t k = 0; k < dh; ++k) qt[k * kQB + lane] = a.scale * q[k];
+      keys = VisibleKeys(a, t);
+      if (keys < min_keys) min_keys = keys;
+      if (keys > max_keys) max_keys = keys;
+    } else {
+      for (size_t k = 0; k < dh; ++k) qt[k * kQB + lane] = 0.0f;
+    }
+    visible[lane] = static_cast<int32_t>(keys);
+    m[lane] = -INFINITY;
+    l[lane] = 0.0f;
+  }
+  if (max_keys == 0) {  // every query fully masked: zeros
+    for (size_t lane = 0; lane < n_f; ++lane) {
+      const size_t f = f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
+      memset(a.o + t * a.ldo + h * dh, 0, dh * sizeof(float));
+    }
+    return;
+  }
+  // Keys past max_keys are masked for every lane: their blocks are skipped.
+  for (size_t j0 = 0; j0 < max_keys; j0 += kKVB) {
+    const size_t nj = max_keys - j0 < kKVB ? max_keys - j0 : kKVB;
+    size_t ldk, ldv;
+    const float* kb = KVRows<T>(a, a.k, a.ldk, a.k_head_stride, g, j0, nj, kbuf, ldk);
+    PanelRows<true>(nj, dh, kb, ldk, qt, st, nullptr);
+    if (j0 + nj > min_keys) MaskBlock(j0, nj, visible, st);
+    OnlineSoftmaxBlock(nj, st, m, l, alpha);
+    const float* vb = KVRows<T>(a, a.v, a.ldv, a.v_head_stride, g, j0, nj, vbuf, ldv);
+    PanelRows<false>(dh, nj, vb, ldv, st, ot, j0 == 0 ? nullptr : alpha);
+  }
+  for (size_t lane = 0; lane < n_f; ++lane) {
+    const size_t f = f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
+    // l == 0: every key masked for this query (its O^T column is 0).
+    const float inv = l[lane] == 0.0f ? 0.0f : 1.0f / l[lane];
+    float* o = a.o + t * a.ldo + h * dh;
+    for (size_t c = 0; c < dh; ++c) o[c] = ot[c * kQB + lane] * inv;
+  }
+}
+
+// Decoding task: keys [s * kSplitKeys, ...) of group g for its n_q <= 8
+// queries. Writes per query (m, l, o[d]) to part, stride d + 2, or, if
+// final, the normalised output rows directly.
+// Scratch: [n_q * (d + 2) + n_q * d + kKVB + 16] floats.
+template <class T>
+HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool final,
+                             float* part, float* scratch) {
+  const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads, n_q = a.q_len * n_rep;
+  const size_t k_begin = s * kSplitKeys;
+  const size_t k_end = k_begin + kSplitKeys < a.kv_len ? k_begin + kSplitKeys : a.kv_len;
+  float* state = scratch;                 // per query: m, l, o[d]
+  float* qs = state + n_q * (dh + 2);     // per query: scale * q
+  float* sc = qs + n_q * dh;              // scores of one block
+  size_t end[kDecodeMaxQueries];
+  size_t last = k_begin;
+  for (size_t f = 0; f < n_q; ++f) {
+    const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
+    const float* q = a.q + t * a.ldq + h * dh;
+    for (size_t k = 0; k < dh; ++k) qs[f * dh + k] = a.scale * q[k];
+    const size_t vis = VisibleKeys(a, t);
+    end[f] = vis < k_end ? vis : k_end;
+    if (end[f] > last) last = end[f];
+    float* st = state + f * (dh + 2);
+    st[0] = -INFINITY;
+    st[1] = 0.0f;
+    memset(st + 2, 0, dh * sizeof(float));
+  }
+  const T* kbase = static_cast<const T*>(a.k) + g * a.k_head_stride;
+  const T* vbase = static_cast<const T*>(a.v) + g * a.v_head_stride;
+  // Blocks outer, queries inner: a block of K and V (kKVB rows) stays in L1
+  // for every query of the group.
+  for (size_t j0 = k_begin; j0 < last; j0 += kKVB) {
+    for (size_t f = 0; f < n_q; ++f) {
+      if (end[f] <= j0) continue;
+      const size_t nk = end[f] - j0 < kKVB ? end[f] - j0 : kKVB;
+      float* st = state + f * (dh + 2);
+      DotRows(nk, qs + f * dh, kbase + j0 * a.ldk, a.ldk, dh, sc);
+      const bool first = j0 == k_begin;  // every query sees the split's first key
+      const float alpha = OnlineSoftmaxRow(nk, sc, st[0], st[1]);
+      AccumulateValues(nk, sc, vbase + j0 * a.ldv, a.ldv, dh, st + 2, alpha, first);
+    }
+  }
+  for (size_t f = 0; f < n_q; ++f) {
+    const float* st = state + f * (dh + 2);
+    if (final) {
+      const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
+      float* o = a.o + t * a.ldo + h * dh;
+      const float inv = st[1] == 0.0f ? 0.0f : 1.0f / st[1];
+      for (size_t c = 0; c < dh; ++c) o[c] = st[2 + c] * inv;
+    } else {
+      memcpy(part + f * (dh + 2), st, (dh + 2) * sizeof(float));
+    }
+  }
+}
+
+// Merges the n_splits partial results of query f of group g, in split order:
+// O = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max_s m_s).
+HWY_INLINE void MergeSplits(const AttentionArgs& a, size_t g, size_t f, size_t n_splits,
+                            const float* part) {
+  const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads, n_q = a.q_len * n_rep;
+  const size_t stride = n_q * (dh + 2);  // from one split to the next
+  const float* p0 = part + g * n_splits * stride + f * (dh + 2);
+  float mx = -INFINITY;
+  for (size_t s = 0; s < n_splits; ++s) {
+    const float ms = p0[s * stride];
+    if (ms > mx || isnan(ms)) mx = ms;
+    if (isnan(mx)) break;
+  }
+  const float shift = mx == -INFINITY ? 0.0f : mx;
+  const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
+  float* o = a.o + t * a.ldo + h * dh;
+  float l = 0.0f;
+  for (size_t c = 0; c < dh; ++c) o[c] = 0.0f;
+  for (size_t s = 0; s < n_splits; ++s) {
+    const float* ps = p0 + s * stride;
+    const float w = ExpNonPositive1(ps[0] - shift);
+    l += w * ps[1];
+    for (size_t c = 0; c < dh; ++c) o[c] += w * ps[2 + c];
+  }
+  const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+  for (size_t c = 0; c < dh; ++c) o[c] *= inv;
+}
+
+template <class T>
+bool AttentionT(const AttentionArgs& a) {
+  const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads, n_q = a.q_len * n_rep;
+  const size_t groups = a.n_kv_heads;
+  std::atomic<bool> ok{true};
+  if (n_q > kDecodeMaxQueries) {
+    // Prefill: items (group, block of 32 queries). Within a group the blocks
+    // are visited from both ends (0, n-1, 1, n-2, ...), so that under the
+    // causal mask, where block cost grows with its index, equal contiguous
+    // runs of items carry nearly equal work.
+    const size_t blocks = (n_q + kQB - 1) / kQB;
+    const size_t scratch_floats =
+        (2 * dh + kKVB) * kQB + 4 * kQB + (sizeof(T) == 2 ? 2 * kKVB * dh : 0);
+    const size_t cost = kQB * a.kv_len * dh / 2;  // ~ flops / 8
+    detail::ParallelFor(groups * blocks, cost, [&](size_t begin, size_t end) HWY_ATTR {
+      float* scratch = detail::ThreadScratch(scratch_floats);
+      if (scratch == nullptr) {
+        ok.store(false);
+        return;
+      }
+      for (size_t item = begin; item < end; ++item) {
+        const size_t g = item / blocks, i = item % blocks;
+        const size_t b = i % 2 == 0 ? i / 2 : blocks - 1 - i / 2;
+        PrefillTask<T>(a, g, b * kQB, scratch);
+      }
+    });
+    return ok.load();
+  }
+  // Decoding: items (group, split of kSplitKeys keys), merged afterwards.
+  const size_t n_splits = (a.kv_len + kSplitKeys - 1) / kSplitKeys;
+  const bool split = n_splits > 1;
+  detail::CallBuffer part_buf(split ? groups * n_splits * n_q * (dh + 2) : 1);
+  float* part = part_buf.get();
+  if (part == nullptr) return false;
+  const size_t scratch_floats = n_q * (2 * dh + 2) + kKVB + 16;
+  const size_t cost = kSplitKeys * dh * 2 * sizeof(T);
+  detail::ParallelFor(groups * n_splits, cost, [&](size_t begin, size_t end) HWY_ATTR {
+    float* scratch = detail::ThreadScratch(scratch_floats);
+    if (scratch == nullptr) {
+      ok.store(false);
+      return;
+    }
+    for (size_t item = begin; item < end; ++item) {
+      const size_t g = item / n_splits, s = item % n_splits;
+      DecodeTask<T>(a, g, s, !split, part + item * n_q * (dh + 2), scratch);
+    }
+  });
+  if (!ok.load() || !split) return ok.load();
+  detail::ParallelFor(groups * n_q, n_splits * dh * 8, [&](size_t begin, size_t end) HWY_ATTR {
+    for (size_t item = begin; item < end; ++item) {
+      MergeSplits(a, item / n_q, item % n_q, n_splits, part);
+    }
+  });
+  return true;
+}
+
+bool Attention(const AttentionArgs& a) {
+  return a.kv_bf16 ? AttentionT<uint16_t>(a) : AttentionT<float>(a);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "lib/dispatch.h"
+#include "lib/status.h"
+
+namespace tfk {
+HWY_EXPORT(Attention);
+
+bool RunAttention(const AttentionArgs& a) { return TFK_DISPATCH(Attention)(a); }
+}  // namespace tfk
+
+extern "C" TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t n_heads,
+                                            size_t n_kv_heads, size_t head_dim,
+                                            const float* Q, size_t ldq, const float* K,
+                                            size_t ldk, const float* V, size_t ldv, float* O,
+                                            size_t ldo, float scale, tfk_mask mask) {
+  using namespace tfk::detail;  // NOLINT
+  const char* fn = "tfk_attention";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "q_len", q_len));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "kv_len", kv_len));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n_heads", n_heads));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n_kv_heads", n_kv_heads));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "head_dim", head_dim));
+  if (head_dim > tfk::kMaxHeadDim) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "head_dim (%zu) > %zu", head_dim, tfk::kMaxHeadDim);
+  }
+  if (n_heads % n_kv_heads != 0) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n_heads (%zu) is not a multiple of n_kv_heads (%zu)",
+                n_heads, n_kv_heads);
+  }
+  if (kv_len > INT32_MAX || q_len > INT32_MAX) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "q_len (%zu) or kv_len (%zu) exceeds 2^31 - 1", q_len,
+                kv_len);
+  }
+  if (n_heads > SIZE_MAX / 256 / head_dim) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n_heads (%zu) x head_dim (%zu) overflows", n_heads,
+                head_dim);
+  }
+  const size_t q_cols = n_heads * head_dim, kv_cols = n_kv_heads * head_dim;
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "Q", Q, q_len, q_cols, ldq));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "K", K, kv_len, kv_cols, ldk));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "V", V, kv_len, kv_cols, ldv));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "O", O, q_len, q_cols, ldo));
+  TFK_RETURN_IF_ERROR(CheckAliasing(fn, "Q", Q, ldq, "O", O, ldo, q_len, q_cols));
+  // O may be Q (in place) but must not touch K or V.
+  const auto overlaps = [&](const float* x, size_t ldx) {
+    const uintptr_t x0 = reinterpret_cast<uintptr_t>(x), o0 = reinterpret_cast<uintptr_t>(O);
+    const uintptr_t x1 = x0 + ((kv_len - 1) * ldx + kv_cols) * sizeof(float);
+    const uintptr_t o1 = o0 + ((q_len - 1) * ldo + q_cols) * sizeof(float);
+    return x0 < o1 && o0 < x1;
+  };
+  if (overlaps(K, ldk)) return Fail(TFK_INVALID_ARGUMENT, fn, "O overlaps K");
+  if (overlaps(V, ldv)) return Fail(TFK_INVALID_ARGUMENT, fn, "O overlaps V");
+  if (!isfinite(scale)) return Fail(TFK_INVALID_ARGUMENT, fn, "scale (%g) is not finite", scale);
+  if (mask != TFK_MASK_NONE && mask != TFK_MASK_CAUSAL) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", static_cast<int>(mask));
+  }
+  tfk::AttentionArgs a{};
+  a.q_len = q_len, a.kv_len = kv_len, a.n_heads = n_heads, a.n_kv_heads = n_kv_heads;
+  a.head_dim = head_dim;
+  a.scale = scale == 0.0f ? 1.0f / sqrtf(static_cast<float>(head_dim)) : scale;
+  a.causal = mask == TFK_MASK_CAUSAL;
+  a.q = Q, a.ldq = ldq, a.o = O, a.ldo = ldo;
+  a.k = K, a.v = V, a.ldk = ldk, a.ldv = ldv;
+  a.k_head_stride = a.v_head_stride = head_dim;
+  a.kv_bf16 = false;
+  if (!tfk::RunAttention(a)) return Fail(TFK_OUT_OF_MEMORY, fn, "scratch allocation failed");
+  return TFK_SUCCESS;
+}
+#endif  // HWY_ONCE

@@ -1,0 +1,90 @@
+// Scaled dot-product attention: target-independent arguments, tiling
+// constants and the causal rule. Public contracts: include/tfk/tfk.h
+// (tfk_attention, tfk_kv_cache_*); body: lib/attention-inl.h and
+// lib/attention.cc; design: docs/attention.md.
+#ifndef TFK_LIB_ATTENTION_H_
+#define TFK_LIB_ATTENTION_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace tfk {
+
+// Queries are handled per KV head ("group"): the n_rep = n_heads / n_kv_heads
+// query heads that share K and V, over all q_len tokens, are numbered
+// f = t * n_rep + r (token t, head g * n_rep + r), so K and V are read once
+// for the whole group (grouped-query attention costs no extra K/V traffic).
+//
+// Prefill: a task owns kQB consecutive queries f of one group. Scores are
+// computed transposed, S^T[key][query], so the kQB queries lie along the SIMD
+// lanes: the online softmax (max, exp, sum, rescale) is plain vertical vector
+// work with no horizontal reduction, and both products are register tiles of
+// the same shape as the matmul's (kMR rows x 32 columns):
+//   S^T[kKVB][32] = K_block[kKVB][d] * (scale Q)^T[d][32]
+//   O^T[d][32]   = alpha * O^T + V_block^T[d][kKVB] * P^T[kKVB][32]
+// kKVB = 64 keys: S^T is 8 KiB and (scale Q)^T, O^T 16 KiB each at d = 128,
+// so a task's working set stays in L1/L2 while K and V stream past.
+constexpr size_t kQB = 32;
+constexpr size_t kKVB = 64;
+
+// Decoding: a group with at most kDecodeMaxQueries queries (one token of MHA,
+// or of GQA with up to 8 heads per KV head) uses a dot-product kernel instead
+// (32 lanes of queries would be mostly empty), and splits the keys into
+// chunks of kSplitKeys, merged by log-sum-exp, so that many cores share even
+// one head. The split depends on the shape only, never on the thread count,
+// so results are identical for any number of threads.
+constexpr size_t kDecodeMaxQueries = 8;
+constexpr size_t kSplitKeys = 256;
+
+constexpr size_t kMaxHeadDim = 256;
+
+struct AttentionArgs {
+  size_t q_len, kv_len, n_heads, n_kv_heads, head_dim;
+  float scale;
+  bool causal;
+  // Q(t, h, :) at q + t * ldq + h * head_dim; O likewise.
+  const float* q;
+  size_t ldq;
+  float* o;
+  size_t ldo;
+  // K(j, g, :) at k + j * ldk + g * k_head_stride (elements of type bf16 if
+  // kv_bf16, else float); V likewise.
+  const void* k;
+  const void* v;
+  size_t ldk, ldv, k_head_stride, v_head_stride;
+  bool kv_bf16;
+};
+
+// Keys query token t may see: all kv_len, or with the causal mask
+// (bottom-right aligned: token t sits at position kv_len - q_len + t) the
+// first kv_len - q_len + t + 1, or none.
+inline size_t VisibleKeys(const AttentionArgs& a, size_t t) {
+  if (!a.causal) return a.kv_len;
+  if (a.kv_len + t + 1 <= a.q_len) return 0;
+  const size_t n = a.kv_len + t + 1 - a.q_len;
+  return n < a.kv_len ? n : a.kv_len;
+}
+
+// Runs attention on the active target. Returns false if scratch memory
+// could not be allocated (nothing is then guaranteed about O).
+bool RunAttention(const AttentionArgs& a);
+
+// Round to nearest even of a float to bf16 (NaN stays a quiet NaN).
+inline uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float Bf16ToFloat(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace tfk
+
+#endif  // TFK_LIB_ATTENTION_H_

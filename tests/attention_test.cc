@@ -1,0 +1,376 @@
+// tfk_attention and the KV cache against a double-precision reference on
+// every supported ISA.
+//
+// Error bound for one output element O[t, h, c] (u = 2^-24), derived in
+// docs/numerics.md:
+//  - each score s_j = sum_k (scale q_k) K_jk is a chain of d FMAs (or, on
+//    SSE4, multiplies and adds) after one rounding of scale*q_k, so
+//    |ds_j| <= E = (d + 2) u max_j A_j, A_j = sum_k |scale q_k K_jk|;
+//    softmax is shift-invariant, so each weight moves by a relative factor
+//    of at most e^{2E} - 1;
+//  - exp(s_j - m) adds (4 + |s_j - m|) u relative (3 u for the exponential,
+//    u for the subtraction); block rescales and split merges multiply the
+//    numerator and the denominator by the same computed factors, which
+//    cancel;
+//  - numerator and denominator are chains of at most n + B additions each
+//    (n keys, B blocks or splits), and the final multiply by 1/l adds 2 u.
+// A weight error e_j moves O by sum_j p_j e_j (v_j - O), so
+//   |O - O_ref| <= sum_j p_j e_j (|v_jc| + |O_c|)
+//                  + (2 n + 2 B + 8) u sum_j p_j |v_jc| + 2^-120,
+//   e_j = e^{2E} - 1 + (4 + |s_j - m|) u.
+// For a bf16 cache the reference uses the rounded K and V (what is stored).
+#include <tfk/tfk.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_util.h"
+
+namespace tfk_test {
+namespace {
+
+struct Shape {
+  size_t q_len, kv_len, n_heads, n_kv_heads, d;
+  bool causal;
+};
+
+// Q, K, V, O in [tokens, heads, d] layout with padded rows.
+struct Problem {
+  Shape s;
+  size_t ldq, ldk, ldv, ldo;
+  Buffer q, k, v, o;
+  Problem(const Shape& shape, size_t pad, size_t misalign, uint32_t seed)
+      : s(shape),
+        ldq(shape.n_heads * shape.d + pad),
+        ldk(shape.n_kv_heads * shape.d + 2 * pad),
+        ldv(shape.n_kv_heads * shape.d + pad),
+        ldo(shape.n_heads * shape.d + 3 * pad),
+        q(shape.q_len * ldq, misalign),
+        k(shape.kv_len * ldk, misalign),
+        v(shape.kv_len * ldv),
+        o(shape.q_len * ldo, misalign) {
+    FillUniform(q.data(), q.size(), -1.0f, 1.0f, seed);
+    FillUniform(k.data(), k.size(), -1.0f, 1.0f, seed + 1);
+    FillUniform(v.data(), v.size(), -1.0f, 1.0f, seed + 2);
+    FillUniform(o.data(), o.size(), 7.0f, 8.0f, seed + 3);
+  }
+  float* Q(size_t t, size_t h) { return q.data() + t * ldq + h * s.d; }
+  float* K(size_t j, size_t g) { return k.data() + j * ldk + g * s.d; }
+  float* V(size_t j, size_t g) { return v.data() + j * ldv + g * s.d; }
+  float* O(size_t t, size_t h) { return o.data() + t * ldo + h * s.d; }
+  tfk_status Run(float scale = 0.0f) {
+    return tfk_attention(s.q_len, s.kv_len, s.n_heads, s.n_kv_heads, s.d, q.data(), ldq,
+                         k.data(), ldk, v.data(), ldv, o.data(), ldo, scale,
+                         s.causal ? TFK_MASK_CAUSAL : TFK_MASK_NONE);
+  }
+};
+
+float RoundBf16(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
+  b += 0x7fffu + ((b >> 16) & 1u);
+  b &= 0xffff0000u;
+  std::memcpy(&x, &b, 4);
+  return x;
+}
+
+size_t Visible(const Shape& s, size_t t) {
+  if (!s.causal) return s.kv_len;
+  if (s.kv_len + t + 1 <= s.q_len) return 0;
+  return std::min(s.kv_len, s.kv_len + t + 1 - s.q_len);
+}
+
+// Checks o[0:d] (query t, head h) against the reference; q(k), kk(j, k) and
+// vv(j, c) give the inputs as the kernel sees them.
+template <class QF, class KF, class VF>
+void ExpectRow(const Shape& s, size_t t, const float* o, float scale, const QF& q, const KF& kk,
+               const VF& vv, const char* what) {
+  const size_t n = Visible(s, t);
+  if (n == 0) {
+    for (size_t c = 0; c < s.d; ++c) ASSERT_EQ(o[c], 0.0f) << what << " t=" << t;
+    return;
+  }
+  std::vector<double> sc(n), p(n);
+  double m = -INFINITY, amax = 0;
+  for (size_t j = 0; j < n; ++j) {
+    double acc = 0, mag = 0;
+    for (size_t k = 0; k < s.d; ++k) {
+      const double prod = static_cast<double>(scale) * q(k) * kk(j, k);
+      acc += prod;
+      mag += std::fabs(prod);
+    }
+    sc[j] = acc;
+    amax = std::max(amax, mag);
+    m = std::max(m, acc);
+  }
+  double l = 0;
+  for (size_t j = 0; j < n; ++j) l += (p[j] = std::exp(sc[j] - m));
+  for (size_t j = 0; j < n; ++j) p[j] /= l;
+  const double E = (s.d + 2) * kEps * amax;
+  const size_t blocks = (n + 63) / 64 + (n + 255) / 256;
+  for (size_t c = 0; c < s.d; ++c) {
+    double ref = 0, mag = 0;
+    for (size_t j = 0; j < n; ++j) {
+      ref += p[j] * vv(j, c);
+      mag += p[j] * std::fabs(vv(j, c));
+    }
+    double weight_err = 0;
+    for (size_t j = 0; j < n; ++j) {
+      const double e = std::expm1(2 * E) + (4 + std::fabs(sc[j] - m)) * kEps;
+      weight_err += p[j] * e * (std::fabs(vv(j, c)) + std::fabs(ref));
+    }
+    const double tol = weight_err + (2.0 * n + 2.0 * blocks + 8) * kEps * mag + std::ldexp(1.0, -120);
+    ASSERT_NEAR(o[c], ref, tol) << what << " t=" << t << " c=" << c << " n=" << n;
+  }
+}
+
+// Checks every output row of pb against the reference; bf16: K and V as a
+// bf16 cache stores them.
+void ExpectAttention(Problem& pb, float scale, const char* what, bool bf16 = false) {
+  const Shape& s = pb.s;
+  const size_t rep = s.n_heads / s.n_kv_heads;
+  const auto stored = [bf16](float x) { return bf16 ? RoundBf16(x) : x; };
+  for (size_t t = 0; t < s.q_len; ++t) {
+    for (size_t h = 0; h < s.n_heads; ++h) {
+      const size_t g = h / rep;
+      const float* q = pb.Q(t, h);
+      ExpectRow(
+          s, t, pb.O(t, h), scale, [&](size_t k) { return q[k]; },
+          [&](size_t j, size_t k) { return stored(pb.K(j, g)[k]); },
+          [&](size_t j, size_t c) { return stored(pb.V(j, g)[c]); }, what);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Shapes: the decoding path (<= 8 queries per KV head, splits of 256 keys),
+// the prefill path (blocks of 32 queries x 64 keys), GQA and MQA, causal with
+// q_len < kv_len and q_len > kv_len (queries that see nothing), odd head_dim.
+std::vector<Shape> Shapes() {
+  return {
+      {1, 1, 1, 1, 1, false},      {1, 7, 2, 2, 7, false},     {7, 7, 2, 1, 7, true},
+      {97, 97, 4, 2, 64, true},    {97, 97, 3, 3, 33, false},  {1, 1000, 4, 4, 128, false},
+      {1, 1000, 8, 1, 96, true},   {2, 1000, 8, 2, 80, true},  {3, 97, 8, 2, 17, true},
+      {5, 1000, 4, 4, 16, true},   {40, 20, 2, 1, 8, true},    {33, 130, 2, 2, 256, true},
+      {64, 64, 1, 1, 255, false},  {1000, 1000, 1, 1, 16, true}, {8, 513, 1, 1, 5, false},
+  };
+}
+
+class AttentionTest : public IsaTest {};
+
+TEST_P(AttentionTest, MatchesReference) {
+  uint32_t seed = 1;
+  for (const Shape& s : Shapes()) {
+    Problem pb(s, 3, seed % 3, seed);
+    ASSERT_EQ(pb.Run(), TFK_SUCCESS) << tfk_last_error();
+    ExpectAttention(pb, 1.0f / std::sqrt(static_cast<float>(s.d)), "default scale");
+    if (HasFatalFailure()) return;
+    EXPECT_TRUE(pb.o.GuardsIntact() && pb.q.GuardsIntact());
+    ++seed;
+  }
+}
+
+TEST_P(AttentionTest, ScaleAndLargeScores) {
+  // Scores of size ~1e3 differences: the softmax is nearly one-hot and must
+  // neither overflow nor lose the stable shift.
+  for (const Shape& s : {Shape{33, 100, 2, 1, 24, false}, Shape{2, 600, 2, 1, 24, true}}) {
+    Problem pb(s, 0, 0, 11);
+    ASSERT_EQ(pb.Run(40.0f), TFK_SUCCESS);
+    ExpectAttention(pb, 40.0f, "scale 40");
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_P(AttentionTest, InPlaceOutputOverQuery) {
+  for (const Shape& s : {Shape{70, 90, 4, 2, 32, true}, Shape{1, 600, 4, 2, 32, false}}) {
+    Problem pb(s, 0, 0, 5);
+    Problem ref(s, 0, 0, 5);
+    ASSERT_EQ(ref.Run(), TFK_SUCCESS);
+    ASSERT_EQ(tfk_attention(s.q_len, s.kv_len, s.n_heads, s.n_kv_heads, s.d, pb.q.data(), pb.ldq,
+                            pb.k.data(), pb.ldk, pb.v.data(), pb.ldv, pb.q.data(), pb.ldq, 0.0f,
+                            s.causal ? TFK_MASK_CAUSAL : TFK_MASK_NONE),
+              TFK_SUCCESS);
+    for (size_t t = 0; t < s.q_len; ++t) {
+      ASSERT_TRUE(SameBits(pb.Q(t, 0), ref.O(t, 0), s.n_heads * s.d)) << t;
+    }
+  }
+}
+
+TEST_P(AttentionTest, NonFiniteValues) {
+  // NaN in a query: only that query's row is NaN. NaN in key j: every query
+  // that sees j is NaN, causal queries before j are not.
+  for (const Shape& s : {Shape{50, 50, 2, 1, 16, true}, Shape{4, 700, 2, 1, 16, true}}) {
+    Problem pb(s, 0, 0, 3);
+    pb.Q(1, 1)[3] = NAN;
+    const size_t j_nan = s.kv_len - 3;  // seen by the last 3 queries only
+    pb.K(j_nan, 0)[2] = NAN;
+    ASSERT_EQ(pb.Run(), TFK_SUCCESS);
+    for (size_t t = 0; t < s.q_len; ++t) {
+      for (size_t h = 0; h < s.n_heads; ++h) {
+        const bool sees = Visible(s, t) > j_nan;
+        const bool nan = (t == 1 && h == 1) || sees;
+        for (size_t c = 0; c < s.d; ++c) {
+          ASSERT_EQ(std::isnan(pb.O(t, h)[c]), nan) << "t=" << t << " h=" << h;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
+  for (const Shape& s : {Shape{300, 300, 4, 2, 64, true}, Shape{1, 3000, 8, 2, 64, false}}) {
+    Problem pb(s, 1, 1, 9);
+    std::vector<float> first;
+    for (int threads : {1, 2, 7}) {
+      WithThreads(threads, [&] { ASSERT_EQ(pb.Run(), TFK_SUCCESS); });
+      std::vector<float> out(pb.o.data(), pb.o.data() + pb.o.size());
+      if (first.empty()) {
+        first = out;
+      } else {
+        ASSERT_TRUE(SameBits(first.data(), out.data(), out.size())) << threads << " threads";
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, Errors) {
+  const Shape s{4, 6, 4, 2, 8, false};
+  Problem pb(s, 0, 0, 1);
+  std::vector<float> before(pb.o.data(), pb.o.data() + pb.o.size());
+  const auto run = [&](size_t q_len, size_t kv_len, size_t nh, size_t nkv, size_t d,
+                       const float* Q, size_t ldq, const float* K, size_t ldk, const float* V,
+                       size_t ldv, float* O, size_t ldo, float scale, int mask) {
+    return tfk_attention(q_len, kv_len, nh, nkv, d, Q, ldq, K, ldk, V, ldv, O, ldo, scale,
+                         static_cast<tfk_mask>(mask));
+  };
+  float* q = pb.q.data();
+  float* k = pb.k.data();
+  float* v = pb.v.data();
+  float* o = pb.o.data();
+  // Each call must fail with a message naming the argument.
+  const auto expect = [](tfk_status got, const char* needle) {
+    EXPECT_EQ(got, TFK_INVALID_ARGUMENT) << needle;
+    EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos)
+        << tfk_last_error();
+  };
+  expect(run(0, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, 0, 0), "q_len");
+  expect(run(4, 6, 4, 0, 8, q, 32, k, 16, v, 16, o, 32, 0, 0), "n_kv_heads");
+  expect(run(4, 6, 4, 3, 8, q, 32, k, 24, v, 24, o, 32, 0, 0), "multiple");
+  expect(run(4, 6, 1, 1, 257, q, 257, k, 257, v, 257, o, 257, 0, 0), "head_dim");
+  expect(run(4, 6, 4, 2, 8, nullptr, 32, k, 16, v, 16, o, 32, 0, 0), "Q");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 15, v, 16, o, 32, 0, 0), "K");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, nullptr, 16, o, 32, 0, 0), "V");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 31, 0, 0), "O");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, k, 32, 0, 0), "O overlaps K");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, q + 1, 32, 0, 0), "O overlaps Q");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, NAN, 0), "scale");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, 0, 7), "mask");
+  EXPECT_TRUE(SameBits(before.data(), pb.o.data(), before.size()));
+}
+
+// ---- KV cache ---------------------------------------------------------------
+
+struct Cache {
+  tfk_kv_cache* c = nullptr;
+  Cache(size_t capacity, size_t n_kv, size_t d, tfk_dtype dtype) {
+    EXPECT_EQ(tfk_kv_cache_create(&c, capacity, n_kv, d, dtype), TFK_SUCCESS) << tfk_last_error();
+  }
+  ~Cache() { tfk_kv_cache_destroy(c); }
+};
+
+class KvCacheTest : public IsaTest {};
+
+// Decoding token by token (after a prompt) equals one causal pass over the
+// whole sequence, for both element types, checked against the reference.
+TEST_P(KvCacheTest, IncrementalDecodingMatchesReference) {
+  for (tfk_dtype dtype : {TFK_DTYPE_F32, TFK_DTYPE_BF16}) {
+    for (const Shape& s : {Shape{300, 300, 4, 2, 64, true}, Shape{40, 40, 4, 1, 17, true}}) {
+      Problem pb(s, 2, 1, 21);
+      Cache cache(s.kv_len + 5, s.n_kv_heads, s.d, dtype);
+      const size_t prompt = s.q_len / 3;
+      ASSERT_EQ(tfk_kv_cache_append(cache.c, prompt, pb.k.data(), pb.ldk, pb.v.data(), pb.ldv),
+                TFK_SUCCESS);
+      ASSERT_EQ(tfk_kv_cache_attention(cache.c, prompt, s.n_heads, pb.q.data(), pb.ldq,
+                                       pb.o.data(), pb.ldo, 0.0f, TFK_MASK_CAUSAL),
+                TFK_SUCCESS);
+      for (size_t t = prompt; t < s.q_len; ++t) {
+        ASSERT_EQ(tfk_kv_cache_append(cache.c, 1, pb.K(t, 0), pb.ldk, pb.V(t, 0), pb.ldv),
+                  TFK_SUCCESS);
+        ASSERT_EQ(tfk_kv_cache_attention(cache.c, 1, s.n_heads, pb.Q(t, 0), pb.ldq, pb.O(t, 0),
+                                         pb.ldo, 0.0f, TFK_MASK_CAUSAL),
+                  TFK_SUCCESS);
+      }
+      size_t len = 0, cap = 0, bytes = 0;
+      ASSERT_EQ(tfk_kv_cache_info(cache.c, &len, &cap, &bytes), TFK_SUCCESS);
+      EXPECT_EQ(len, s.kv_len);
+      EXPECT_EQ(cap, s.kv_len + 5);
+      EXPECT_EQ(bytes, 2 * cap * s.n_kv_heads * s.d * (dtype == TFK_DTYPE_BF16 ? 2 : 4));
+      const bool bf16 = dtype == TFK_DTYPE_BF16;
+      ExpectAttention(pb, 1.0f / std::sqrt(static_cast<float>(s.d)),
+                      bf16 ? "bf16 cache" : "f32 cache", bf16);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_P(KvCacheTest, MatchesAttentionOnTheSameData) {
+  // f32 cache: the same kernel on the same values as tfk_attention (only the
+  // strides differ), so the same bits.
+  const Shape s{3, 700, 8, 2, 32, true};
+  Problem pb(s, 0, 0, 4);
+  Problem direct(s, 0, 0, 4);
+  ASSERT_EQ(direct.Run(), TFK_SUCCESS);
+  Cache cache(1000, s.n_kv_heads, s.d, TFK_DTYPE_F32);
+  ASSERT_EQ(tfk_kv_cache_append(cache.c, s.kv_len, pb.k.data(), pb.ldk, pb.v.data(), pb.ldv),
+            TFK_SUCCESS);
+  ASSERT_EQ(tfk_kv_cache_attention(cache.c, s.q_len, s.n_heads, pb.q.data(), pb.ldq, pb.o.data(),
+                                   pb.ldo, 0.0f, TFK_MASK_CAUSAL),
+            TFK_SUCCESS);
+  EXPECT_TRUE(SameBits(pb.o.data(), direct.o.data(), pb.o.size()));
+}
+
+TEST_P(KvCacheTest, Errors) {
+  tfk_kv_cache* c = nullptr;
+  EXPECT_EQ(tfk_kv_cache_create(&c, 0, 1, 8, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("capacity"), std::string::npos);
+  EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 300, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 8, static_cast<tfk_dtype>(5)), TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("dtype"), std::string::npos);
+  EXPECT_EQ(tfk_kv_cache_create(nullptr, 4, 1, 8, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(c, nullptr);
+
+  Cache cache(4, 2, 8, TFK_DTYPE_BF16);
+  std::vector<float> kv(5 * 16, 1.0f), q(4 * 16, 1.0f), o(4 * 16, 3.0f);
+  EXPECT_EQ(tfk_kv_cache_attention(cache.c, 1, 2, q.data(), 16, o.data(), 16, 0, TFK_MASK_NONE),
+            TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("empty"), std::string::npos);
+  EXPECT_EQ(tfk_kv_cache_append(cache.c, 5, kv.data(), 16, kv.data(), 16), TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("capacity"), std::string::npos);
+  EXPECT_EQ(tfk_kv_cache_append(cache.c, 2, kv.data(), 15, kv.data(), 16), TFK_INVALID_ARGUMENT);
+  ASSERT_EQ(tfk_kv_cache_append(cache.c, 3, kv.data(), 16, kv.data(), 16), TFK_SUCCESS);
+  EXPECT_EQ(tfk_kv_cache_attention(cache.c, 1, 3, q.data(), 24, o.data(), 24, 0, TFK_MASK_NONE),
+            TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("n_heads"), std::string::npos);
+  EXPECT_EQ(tfk_kv_cache_attention(cache.c, 1, 2, q.data(), 16, nullptr, 16, 0, TFK_MASK_NONE),
+            TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_kv_cache_attention(cache.c, 1, 2, q.data(), 16, o.data(), 16, INFINITY,
+                                   TFK_MASK_NONE),
+            TFK_INVALID_ARGUMENT);
+  for (float x : o) ASSERT_EQ(x, 3.0f);  // nothing written
+  EXPECT_EQ(tfk_kv_cache_truncate(cache.c, 4), TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_kv_cache_truncate(cache.c, 1), TFK_SUCCESS);
+  size_t len = 9;
+  EXPECT_EQ(tfk_kv_cache_info(cache.c, &len, nullptr, nullptr), TFK_SUCCESS);
+  EXPECT_EQ(len, 1u);
+  EXPECT_EQ(tfk_kv_cache_info(nullptr, &len, nullptr, nullptr), TFK_INVALID_ARGUMENT);
+  tfk_kv_cache_destroy(nullptr);
+}
+
+TFK_INSTANTIATE_FOR_EACH_ISA(AttentionTest);
+TFK_INSTANTIATE_FOR_EACH_ISA(KvCacheTest);
+
+}  // namespace
+}  // namespace tfk_test
