@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/attention.h"
 #include "lib/exp-inl.h"
@@ -191,10 +192,34 @@ HWY_INLINE void OnlineSoftmaxBlock(size_t nj, float* st, float* m, float* l, flo
 
 // ---- Decoding: dot products and value accumulation -------------------------
 
+// Decoding streams K and V from memory, so the kernel asks for lines before
+// it needs them, spread evenly over its work (a burst of prefetches stalls
+// on the line-fill buffers): the dot product of key j asks for K row j + dist
+// (~4 KiB ahead, as the matmul's decoding tile does) and for V row j, which
+// the value pass reads right after the block's scores. Rows below `avail`
+// exist.
+template <class T>
+HWY_INLINE void PrefetchRow(const T* row, size_t n) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (size_t off = 0; off < n * sizeof(T); off += 64) hwy::Prefetch(p + off);
+}
+
+template <class T>
+HWY_INLINE void PrefetchForKey(const T* k, const T* v, size_t ld_k, size_t ld_v, size_t j,
+                               size_t avail, size_t n) {
+  if (v == nullptr) return;
+  const size_t row_bytes = n * sizeof(T);
+  const size_t dist = row_bytes >= 4096 ? 1 : 4096 / row_bytes;
+  if (j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n);
+  PrefetchRow(v + j * ld_v, n);
+}
+
 // s[j] = dot(q[0:n], K row j) for j < nk, rows of stride ld. Four keys at a
 // time share each load of q; lanes are summed at the end, then the tail.
+// If v is not null, prefetches as above (K rows below avail).
 template <class T>
-HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t n, float* s) {
+HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t n, float* s,
+                        const T* v, size_t ld_v, size_t avail) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const size_t n_full = n - n % N;
@@ -204,6 +229,7 @@ HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t
     const T* r1 = r0 + ld;
     const T* r2 = r1 + ld;
     const T* r3 = r2 + ld;
+    for (size_t r = j; r < j + 4; ++r) PrefetchForKey(k, v, ld, ld_v, r, avail, n);
     VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i < n_full; i += N) {
       const VF qv = hn::LoadU(d, q + i);
@@ -224,6 +250,7 @@ HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t
   }
   for (; j < nk; ++j) {
     const T* r = k + j * ld;
+    PrefetchForKey(k, v, ld, ld_v, j, avail, n);
     VF a = hn::Zero(d);
     for (size_t i = 0; i < n_full; i += N) a = hn::MulAdd(LoadKV(d, r + i), hn::LoadU(d, q + i), a);
     float t = hn::GetLane(hn::SumOfLanes(d, a));

@@ -12,6 +12,7 @@
 
 #include <atomic>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/attention-inl.h"
 #include "lib/attention.h"
@@ -127,17 +128,22 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
   }
   const T* kbase = static_cast<const T*>(a.k) + g * a.k_head_stride;
   const T* vbase = static_cast<const T*>(a.v) + g * a.v_head_stride;
-  // Blocks outer, queries inner: a block of K and V (kKVB rows) stays in L1
+  // Blocks outer, queries inner: a block of K and V (kKVB rows) stays in L1/L2
   // for every query of the group.
   for (size_t j0 = k_begin; j0 < last; j0 += kKVB) {
     for (size_t f = 0; f < n_q; ++f) {
       if (end[f] <= j0) continue;
       const size_t nk = end[f] - j0 < kKVB ? end[f] - j0 : kKVB;
       float* st = state + f * (dh + 2);
-      DotRows(nk, qs + f * dh, kbase + j0 * a.ldk, a.ldk, dh, sc);
+      // The first query, which reads K and V from memory, prefetches (K up
+      // to the group's last key: beyond the split, which this task or a
+      // neighbour reads next).
+      const T* vb = vbase + j0 * a.ldv;
+      DotRows(nk, qs + f * dh, kbase + j0 * a.ldk, a.ldk, dh, sc, f == 0 ? vb : nullptr, a.ldv,
+              a.kv_len - j0);
       const bool first = j0 == k_begin;  // every query sees the split's first key
       const float alpha = OnlineSoftmaxRow(nk, sc, st[0], st[1]);
-      AccumulateValues(nk, sc, vbase + j0 * a.ldv, a.ldv, dh, st + 2, alpha, first);
+      AccumulateValues(nk, sc, vb, a.ldv, dh, st + 2, alpha, first);
     }
   }
   for (size_t f = 0; f < n_q; ++f) {
