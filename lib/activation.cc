@@ -9,8 +9,10 @@
 
 #include "hwy/highway.h"
 #include "lib/activation-inl.h"
+#include "lib/activation.h"
 #include "lib/elementwise-inl.h"
 #include "lib/memory.h"
+#include "lib/threading.h"
 #include "tfk/tfk.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -29,6 +31,10 @@ struct GeluErfOp {
 struct GeluTanhOp {
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x) const { return GeluTanh(d, x); }
+};
+struct SiluOp {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V x) const { return Silu(d, x); }
 };
 struct AddOp {
   template <class D, class V>
@@ -60,6 +66,7 @@ void Activate(int act, size_t rows, size_t cols, const float* x, size_t ldx,
     case TFK_ACT_RELU: return ActivateWith<ReluOp>(rows, cols, x, ldx, y, ldy);
     case TFK_ACT_GELU_ERF: return ActivateWith<GeluErfOp>(rows, cols, x, ldx, y, ldy);
     case TFK_ACT_GELU_TANH: return ActivateWith<GeluTanhOp>(rows, cols, x, ldx, y, ldy);
+    case TFK_ACT_SILU: return ActivateWith<SiluOp>(rows, cols, x, ldx, y, ldy);
   }
 }
 
@@ -83,6 +90,34 @@ void AddRows(size_t rows, size_t cols, const float* a, size_t lda, const float* 
   });
 }
 
+// y = act(g) * u, the gated FFN's hidden layer (SwiGLU, GeGLU): act's bound
+// plus one rounding. g and u share the row stride ld; y may be g.
+template <class Act>
+struct GatedOp {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V g, V u) const { return hn::Mul(Act()(d, g), u); }
+};
+
+template <class Act>
+void GatedWith(size_t rows, size_t cols, const float* g, const float* u, size_t ld, float* y,
+               size_t ldy) {
+  detail::ParallelFor(rows, cols * 3 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
+    for (size_t r = begin; r < end; ++r) {
+      BinaryRow<false>(g + r * ld, u + r * ld, y + r * ldy, cols, GatedOp<Act>());
+    }
+  });
+}
+
+void GatedRows(int act, size_t rows, size_t cols, const float* g, const float* u, size_t ld,
+               float* y, size_t ldy) {
+  switch (act) {
+    case TFK_ACT_RELU: return GatedWith<ReluOp>(rows, cols, g, u, ld, y, ldy);
+    case TFK_ACT_GELU_ERF: return GatedWith<GeluErfOp>(rows, cols, g, u, ld, y, ldy);
+    case TFK_ACT_GELU_TANH: return GatedWith<GeluTanhOp>(rows, cols, g, u, ld, y, ldy);
+    case TFK_ACT_SILU: return GatedWith<SiluOp>(rows, cols, g, u, ld, y, ldy);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tfk
 HWY_AFTER_NAMESPACE();
@@ -94,6 +129,12 @@ HWY_AFTER_NAMESPACE();
 namespace tfk {
 HWY_EXPORT(Activate);
 HWY_EXPORT(AddRows);
+HWY_EXPORT(GatedRows);
+
+void GatedActivation(int act, size_t rows, size_t cols, const float* g, const float* u,
+                     size_t ld, float* y, size_t ldy) {
+  TFK_DISPATCH(GatedRows)(act, rows, cols, g, u, ld, y, ldy);
+}
 }  // namespace tfk
 
 using tfk::detail::CheckAliasing;
@@ -106,8 +147,11 @@ TFK_API tfk_status tfk_activate(tfk_activation act, size_t rows, size_t cols,
                                 const float* x, size_t ldx, float* y, size_t ldy) {
   const char* fn = "tfk_activate";
   tfk::detail::ClearError();
-  if (act != TFK_ACT_RELU && act != TFK_ACT_GELU_ERF && act != TFK_ACT_GELU_TANH) {
-    return tfk::detail::Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not TFK_ACT_RELU, TFK_ACT_GELU_ERF or TFK_ACT_GELU_TANH",
+  if (act != TFK_ACT_RELU && act != TFK_ACT_GELU_ERF && act != TFK_ACT_GELU_TANH &&
+      act != TFK_ACT_SILU) {
+    return tfk::detail::Fail(TFK_INVALID_ARGUMENT, fn,
+                             "act (%d) is not TFK_ACT_RELU, TFK_ACT_GELU_ERF, "
+                             "TFK_ACT_GELU_TANH or TFK_ACT_SILU",
                              static_cast<int>(act));
   }
   TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));

@@ -56,6 +56,7 @@ HWY_INLINE V ApplyEpilogue(D d, V s, const Epilogue& e, const float* c_old, cons
     case TFK_ACT_RELU: v = Relu(d, v); break;
     case TFK_ACT_GELU_ERF: v = GeluErf(d, v); break;
     case TFK_ACT_GELU_TANH: v = GeluTanh(d, v); break;
+    case TFK_ACT_SILU: v = Silu(d, v); break;
     default: break;
   }
   if (res != nullptr) v = hn::Add(v, hn::LoadU(d, res));

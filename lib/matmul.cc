@@ -195,7 +195,7 @@ bool Overlaps(const float* a, size_t rows_a, size_t cols_a, size_t lda, const fl
 
 tfk_status CheckAct(const char* fn, tfk_activation act) {
   if (act == TFK_ACT_NONE || act == TFK_ACT_RELU || act == TFK_ACT_GELU_ERF ||
-      act == TFK_ACT_GELU_TANH) {
+      act == TFK_ACT_GELU_TANH || act == TFK_ACT_SILU) {
     return TFK_SUCCESS;
   }
   return Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not a tfk_activation",

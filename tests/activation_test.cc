@@ -9,6 +9,8 @@
 //   GELU tanh: |y - r| <= (8 + 6 |2u_arg|) u |r| + (|x| + 4) 2^-149, where
 //              2u_arg = 2 sqrt(2/pi) (x + 0.044715 x^3): the exp argument
 //              carries 5 roundings, i.e. 5 |2u_arg| u absolute.
+//   SiLU:      |y - r| <= 6 u |r| + (|x| + 4) 2^-149: exp(-|x|) of an exact
+//              argument (2 u), then 1 + e, x e and one division.
 //   The 2^-149 term: where exp(.) is denormal its absolute error is 2^-149,
 //   scaled by up to |x| in the final product, plus 4 roundings there.
 #include <tfk/tfk.hpp>
@@ -31,6 +33,7 @@ double Denormal(float x) { return (std::fabs(x) + 4) * std::ldexp(1.0, -149); }
 double RefGeluErf(double x) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 double TanhArg(double x) { return 2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x); }
 double RefGeluTanh(double x) { return x / (1 + std::exp(-TanhArg(x))); }
+double RefSilu(double x) { return x / (1 + std::exp(-x)); }
 
 double Ref(tfk_activation act, float x) {
   if (act != TFK_ACT_RELU && x == -kInf) return -0.0;  // the limit
@@ -38,6 +41,7 @@ double Ref(tfk_activation act, float x) {
     case TFK_ACT_RELU: return std::isnan(x) ? x : (x < 0 ? 0.0 : x);
     case TFK_ACT_GELU_ERF: return RefGeluErf(x);
     case TFK_ACT_GELU_TANH: return RefGeluTanh(x);
+    case TFK_ACT_SILU: return RefSilu(x);
   }
   return NAN;
 }
@@ -48,6 +52,7 @@ double Tol(tfk_activation act, float x, double ref) {
     case TFK_ACT_GELU_ERF: return 16 * kEps * std::fabs(ref) + Denormal(x);
     case TFK_ACT_GELU_TANH:
       return (8 + 6 * std::fabs(TanhArg(x))) * kEps * std::fabs(ref) + Denormal(x);
+    case TFK_ACT_SILU: return 6 * kEps * std::fabs(ref) + Denormal(x);
   }
   return 0.0;
 }
@@ -65,7 +70,7 @@ void ExpectAct(tfk_activation act, const float* x, const float* y, size_t n) {
   }
 }
 
-const tfk_activation kActs[] = {TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH};
+const tfk_activation kActs[] = {TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU};
 
 class ActivationTest : public IsaTest {};
 
@@ -106,13 +111,14 @@ TEST_P(ActivationTest, HostileValues) {
                           -19.9f, -20.5f, 88.0f, -88.0f, 0.5f, -0.5f, 1e-7f, -1e-7f};
   // A sweep across the whole range of the erf fit and the tanh exp.
   for (float v = -25.0f; v <= 25.0f; v += 0.0173f) x.push_back(v);
+  for (float v = -110.0f; v <= -80.0f; v += 0.37f) x.push_back(v);  // SiLU's denormals
   for (tfk_activation act : kActs) {
     std::vector<float> y(x.size());
     ASSERT_EQ(tfk_activate(act, 1, x.size(), x.data(), x.size(), y.data(), y.size()), TFK_SUCCESS);
     ExpectAct(act, x.data(), y.data(), x.size());
   }
   // GELU of -inf is 0 (the limit), of +inf is +inf, of NaN is NaN.
-  for (tfk_activation act : {TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH}) {
+  for (tfk_activation act : {TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
     float in[3] = {-kInf, kInf, std::numeric_limits<float>::quiet_NaN()}, out[3];
     ASSERT_EQ(tfk_activate(act, 1, 3, in, 3, out, 3), TFK_SUCCESS);
     EXPECT_EQ(out[0], 0.0f);

@@ -43,6 +43,7 @@ double Act(tfk_activation act, double v) {
       const double u2 = 2 * std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v);
       return v / (1 + std::exp(-u2));
     }
+    case TFK_ACT_SILU: return v / (1 + std::exp(-v));
     default: return v;
   }
 }
@@ -159,7 +160,8 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
     EXPECT_EQ(n, N);
     EXPECT_GE(bytes, 2 * 32 * K * sizeof(float));  // 45 columns -> 2 panels
 
-    for (tfk_activation act : {TFK_ACT_NONE, TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH}) {
+    for (tfk_activation act :
+         {TFK_ACT_NONE, TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
       for (bool residual : {false, true}) {
         tfk_linear* layer = nullptr;
         tfk::check(tfk_linear_create(&layer, K, N, W.data(), W.ld, layout, bias.data(), act));
@@ -179,7 +181,7 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
             const double pre = s + bias[j];
             const double ref = Act(act, pre) + (residual ? R.at(i, j) : 0.0);
             // Pre-activation error (2K u |X||W| + 4u(|s| + |b|)) times the
-            // activation's slope (<= 1.13 for GELU), plus the activation's own
+            // activation's slope (<= 1.13 for GELU, 1.1 for SiLU), plus the activation's own
             // 16 u (GELU-tanh: its bound at these |x| <= 3 is < 40 u) and the
             // residual add.
             const double pre_err = (2 * K * mag + 4 * (std::fabs(s) + std::fabs(bias[j]))) * kEps;

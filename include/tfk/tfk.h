@@ -121,7 +121,8 @@ typedef enum tfk_activation {
   TFK_ACT_NONE = 0,      /* identity: only for matmul epilogues */
   TFK_ACT_RELU = 1,      /* max(x, 0); NaN stays NaN */
   TFK_ACT_GELU_ERF = 2,  /* 0.5 x (1 + erf(x / sqrt 2)) */
-  TFK_ACT_GELU_TANH = 3  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  TFK_ACT_GELU_TANH = 3, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  TFK_ACT_SILU = 4       /* x sigmoid(x) (swish; the gate of SwiGLU) */
 } tfk_activation;
 
 /* y = act(x) elementwise over [rows, cols] (act is not TFK_ACT_NONE). In
