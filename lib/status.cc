@@ -37,6 +37,12 @@ tfk_status CheckSize(const char* fn, const char* name, size_t n) {
   return TFK_SUCCESS;
 }
 
+tfk_status FailFrom(tfk_status status, const char* fn) {
+  char inner[sizeof(t_message)];
+  snprintf(inner, sizeof(inner), "%s", t_message);
+  return Fail(status, fn, "%s", inner);
+}
+
 tfk_status CheckMatrix(const char* fn, const char* name, const void* p,
                        size_t rows, size_t cols, size_t ld) {
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, name, p));

@@ -15,6 +15,11 @@ namespace detail {
 tfk_status Fail(tfk_status status, const char* fn, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 
+// Fail(status, fn, "<this thread's last message>"): for a composite call
+// passing on the failure of a call it made ("tfk_block_create:
+// tfk_mha_create: n_heads is 0").
+tfk_status FailFrom(tfk_status status, const char* fn);
+
 // Clears this thread's last error (called on entry by every public function).
 void ClearError();
 

@@ -1,23 +1,7 @@
 // tfk_attention and the KV cache against a double-precision reference on
 // every supported ISA.
 //
-// Error bound for one output element O[t, h, c] (u = 2^-24), derived in
-// docs/numerics.md:
-//  - each score s_j = sum_k (scale q_k) K_jk is a chain of d FMAs (or, on
-//    SSE4, multiplies and adds) after one rounding of scale*q_k, so
-//    |ds_j| <= E = (d + 2) u max_j A_j, A_j = sum_k |scale q_k K_jk|;
-//    softmax is shift-invariant, so each weight moves by a relative factor
-//    of at most e^{2E} - 1;
-//  - exp(s_j - m) adds (4 + |s_j - m|) u relative (3 u for the exponential,
-//    u for the subtraction); block rescales and split merges multiply the
-//    numerator and the denominator by the same computed factors, which
-//    cancel;
-//  - numerator and denominator are chains of at most n + B additions each
-//    (n keys, B blocks or splits), and the final multiply by 1/l adds 2 u.
-// A weight error e_j moves O by sum_j p_j e_j (v_j - O), so
-//   |O - O_ref| <= sum_j p_j e_j (|v_jc| + |O_c|)
-//                  + (2 n + 2 B + 8) u sum_j p_j |v_jc| + 2^-120,
-//   e_j = e^{2E} - 1 + (4 + |s_j - m|) u.
+// Error bound: tests/attention_ref.h.
 // For a bf16 cache the reference uses the rounded K and V (what is stored).
 #include <tfk/tfk.hpp>
 
@@ -26,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "attention_ref.h"
 #include "test_util.h"
 
 namespace tfk_test {
@@ -89,41 +74,14 @@ template <class QF, class KF, class VF>
 void ExpectRow(const Shape& s, size_t t, const float* o, float scale, const QF& q, const KF& kk,
                const VF& vv, const char* what) {
   const size_t n = Visible(s, t);
-  if (n == 0) {
-    for (size_t c = 0; c < s.d; ++c) ASSERT_EQ(o[c], 0.0f) << what << " t=" << t;
-    return;
-  }
-  std::vector<double> sc(n), p(n);
-  double m = -INFINITY, amax = 0;
-  for (size_t j = 0; j < n; ++j) {
-    double acc = 0, mag = 0;
-    for (size_t k = 0; k < s.d; ++k) {
-      const double prod = static_cast<double>(scale) * q(k) * kk(j, k);
-      acc += prod;
-      mag += std::fabs(prod);
-    }
-    sc[j] = acc;
-    amax = std::max(amax, mag);
-    m = std::max(m, acc);
-  }
-  double l = 0;
-  for (size_t j = 0; j < n; ++j) l += (p[j] = std::exp(sc[j] - m));
-  for (size_t j = 0; j < n; ++j) p[j] /= l;
-  const double E = (s.d + 2) * kEps * amax;
-  const size_t blocks = (n + 63) / 64 + (n + 255) / 256;
+  std::vector<double> ref, tol;
+  AttentionRowRef(n, s.d, scale, q, kk, vv, ref, tol);
   for (size_t c = 0; c < s.d; ++c) {
-    double ref = 0, mag = 0;
-    for (size_t j = 0; j < n; ++j) {
-      ref += p[j] * vv(j, c);
-      mag += p[j] * std::fabs(vv(j, c));
+    if (n == 0) {
+      ASSERT_EQ(o[c], 0.0f) << what << " t=" << t;
+    } else {
+      ASSERT_NEAR(o[c], ref[c], tol[c]) << what << " t=" << t << " c=" << c << " n=" << n;
     }
-    double weight_err = 0;
-    for (size_t j = 0; j < n; ++j) {
-      const double e = std::expm1(2 * E) + (4 + std::fabs(sc[j] - m)) * kEps;
-      weight_err += p[j] * e * (std::fabs(vv(j, c)) + std::fabs(ref));
-    }
-    const double tol = weight_err + (2.0 * n + 2.0 * blocks + 8) * kEps * mag + std::ldexp(1.0, -120);
-    ASSERT_NEAR(o[c], ref, tol) << what << " t=" << t << " c=" << c << " n=" << n;
   }
 }
 

@@ -293,6 +293,128 @@ TFK_API tfk_status tfk_kv_cache_info(const tfk_kv_cache* cache,
  * truncated. */
 TFK_API void tfk_kv_cache_destroy(tfk_kv_cache* cache);
 
+/* ---- Transformer layer: multi-head attention, FFN, block --------------- */
+
+/* Weights below are dense: [in, out] with TFK_LAYOUT_KN (y = x W, as in
+ * "Attention Is All You Need") or [out, in] with TFK_LAYOUT_NK (y = x W^T,
+ * PyTorch / Hugging Face checkpoints). create copies and packs them (the
+ * caller's arrays can be freed afterwards); a handle is then immutable, and
+ * forward may run on it from many threads at once, each with its own
+ * workspace and KV cache. forward allocates nothing: it works in a caller's
+ * workspace of at least *_workspace_size(n) bytes (4-byte aligned). In
+ * every forward, Y may be X or R (in place) but must not otherwise overlap
+ * them, and the workspace must not overlap any of them. */
+
+typedef struct tfk_mha_config {
+  size_t d_model;     /* width of X and Y */
+  size_t n_heads;     /* query heads */
+  size_t n_kv_heads;  /* key/value heads: n_heads (MHA), fewer (GQA), 1 (MQA) */
+  size_t head_dim;    /* 0: d_model / n_heads */
+  tfk_layout layout;  /* of all four weights */
+  const float* wq;    /* d_model -> n_heads * head_dim */
+  const float* wk;    /* d_model -> n_kv_heads * head_dim */
+  const float* wv;    /* d_model -> n_kv_heads * head_dim */
+  const float* wo;    /* n_heads * head_dim -> d_model */
+  const float* bq;    /* biases, or NULL */
+  const float* bk;
+  const float* bv;
+  const float* bo;
+  int causal;         /* 1: causal self-attention (decoders) */
+  int rope;           /* 1: rotary embedding on Q and K (tfk_rope) */
+  tfk_rope_pairing rope_pairing;
+  size_t rope_dim;    /* rotated dims per head; 0: head_dim */
+  double rope_base;   /* 0: 10000 */
+  float scale;        /* 0: 1 / sqrt(head_dim) */
+} tfk_mha_config;
+
+typedef struct tfk_mha tfk_mha;
+
+TFK_API tfk_status tfk_mha_create(tfk_mha** out, const tfk_mha_config* config);
+
+TFK_API tfk_status tfk_mha_workspace_size(const tfk_mha* mha, size_t n,
+                                          size_t* bytes);
+
+/* Y[n, d_model] = R + MHA(X[n, d_model]) (R is [n, d_model] or NULL):
+ * Q, K, V = X W + b in one fused projection, RoPE on Q and K at positions
+ * p0 .. p0 + n - 1, attention per head (tfk_attention; the heads' outputs
+ * land side by side, so concatenation is free), then the output projection
+ * with the residual fused. Without a cache (NULL) attention is over the n
+ * tokens and p0 = 0. With one, the n tokens' K and V are appended to it
+ * first, attention covers everything cached, and p0 is the cache's length
+ * before the call: one decoding step of one token is one call. The cache
+ * must match n_kv_heads and head_dim and have room for n more tokens. */
+TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n,
+                                   const float* X, size_t ldx, float* Y,
+                                   size_t ldy, const float* R, size_t ldr,
+                                   tfk_kv_cache* cache, void* workspace,
+                                   size_t workspace_bytes);
+
+TFK_API void tfk_mha_destroy(tfk_mha* mha);
+
+typedef struct tfk_ffn_config {
+  size_t d_model, d_ff;
+  tfk_activation act; /* RELU, GELU_ERF, GELU_TANH or SILU */
+  /* 0: act(x W1 + b1) W2 + b2;
+   * 1: (act(x W1 + b1) * (x W3 + b3)) W2 + b2 (SwiGLU with SILU, GeGLU with
+   *    GELU: Llama, Mistral, Gemma). */
+  int gated;
+  tfk_layout layout;
+  const float* w1; /* d_model -> d_ff */
+  const float* w3; /* d_model -> d_ff, gated only */
+  const float* w2; /* d_ff -> d_model */
+  const float* b1; /* biases, or NULL */
+  const float* b3;
+  const float* b2;
+} tfk_ffn_config;
+
+typedef struct tfk_ffn tfk_ffn;
+
+TFK_API tfk_status tfk_ffn_create(tfk_ffn** out, const tfk_ffn_config* config);
+TFK_API tfk_status tfk_ffn_workspace_size(const tfk_ffn* ffn, size_t n,
+                                          size_t* bytes);
+/* Y = R + FFN(X), X and Y [n, d_model], R [n, d_model] or NULL. The
+ * activation is fused into the first projection's store, the residual into
+ * the second's. */
+TFK_API tfk_status tfk_ffn_forward(const tfk_ffn* ffn, size_t n,
+                                   const float* X, size_t ldx, float* Y,
+                                   size_t ldy, const float* R, size_t ldr,
+                                   void* workspace, size_t workspace_bytes);
+TFK_API void tfk_ffn_destroy(tfk_ffn* ffn);
+
+typedef enum tfk_norm_kind {
+  TFK_NORM_LAYER = 0, /* tfk_layernorm (gamma, beta) */
+  TFK_NORM_RMS = 1    /* tfk_rmsnorm (gamma) */
+} tfk_norm_kind;
+
+typedef struct tfk_block_config {
+  tfk_mha_config attn;
+  tfk_ffn_config ffn; /* ffn.d_model = attn.d_model */
+  /* 0: pre-LN,  h = x + MHA(N1(x)),  y = h + FFN(N2(h))  (GPT-2, Llama);
+   * 1: post-LN, h = N1(x + MHA(x)),  y = N2(h + FFN(h))  (the original
+   *    Transformer, BERT). */
+  int post_ln;
+  tfk_norm_kind norm;
+  const float* norm1_gamma; /* [d_model] or NULL (1) */
+  const float* norm1_beta;  /* [d_model] or NULL (0); LayerNorm only */
+  const float* norm2_gamma;
+  const float* norm2_beta;
+  float eps;
+} tfk_block_config;
+
+typedef struct tfk_block tfk_block;
+
+TFK_API tfk_status tfk_block_create(tfk_block** out,
+                                    const tfk_block_config* config);
+TFK_API tfk_status tfk_block_workspace_size(const tfk_block* block, size_t n,
+                                            size_t* bytes);
+/* Y = block(X) for n tokens, X and Y [n, d_model] (Y may be X); cache as in
+ * tfk_mha_forward (NULL for a whole sequence at once). */
+TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n,
+                                     const float* X, size_t ldx, float* Y,
+                                     size_t ldy, tfk_kv_cache* cache,
+                                     void* workspace, size_t workspace_bytes);
+TFK_API void tfk_block_destroy(tfk_block* block);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

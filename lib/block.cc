@@ -1,0 +1,176 @@
+// Transformer block (attention + FFN with residuals and norms): contract in
+// include/tfk/tfk.h (tfk_block_*); design in docs/attention.md.
+//
+// Workspace: T[n, d_model] plus the larger of the MHA's and the FFN's.
+//   pre-LN:  T = N1(X); Y = X + MHA(T); T = N2(Y); Y = Y + FFN(T)
+//   post-LN: T = X + MHA(X); Y = N1(T); T = Y + FFN(Y); Y = N2(T)
+// Every residual add is fused into a projection's store; Y may be X.
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <new>
+#include <vector>
+
+#include "lib/layer.h"
+#include "lib/status.h"
+#include "tfk/tfk.h"
+
+struct tfk_block {
+  size_t d_model;
+  bool post_ln;
+  tfk_norm_kind norm;
+  float eps;
+  // Norm parameters, copied; empty = NULL.
+  std::vector<float> g1, b1, g2, b2;
+  tfk_mha* mha = nullptr;
+  tfk_ffn* ffn = nullptr;
+};
+
+using namespace tfk::detail;  // NOLINT
+
+namespace {
+
+const float* OrNull(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+
+// Y = norm(X) with the block's kind and the given parameters.
+tfk_status Norm(const tfk_block* b, size_t n, const float* x, size_t ldx, const float* gamma,
+                const float* beta, float* y, size_t ldy) {
+  return b->norm == TFK_NORM_LAYER
+             ? tfk_layernorm(n, b->d_model, x, ldx, gamma, beta, b->eps, y, ldy)
+             : tfk_rmsnorm(n, b->d_model, x, ldx, gamma, b->eps, y, ldy);
+}
+
+size_t Inner(const tfk_block* b, size_t n) {
+  size_t m = 0, f = 0;
+  tfk_mha_workspace_size(b->mha, n, &m);
+  tfk_ffn_workspace_size(b->ffn, n, &f);
+  return m > f ? m : f;
+}
+
+}  // namespace
+
+extern "C" {
+
+TFK_API tfk_status tfk_block_create(tfk_block** out, const tfk_block_config* config) {
+  const char* fn = "tfk_block_create";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "out", out));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "config", config));
+  const tfk_block_config& c = *config;
+  if (c.ffn.d_model != c.attn.d_model) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "ffn.d_model (%zu) != attn.d_model (%zu)",
+                c.ffn.d_model, c.attn.d_model);
+  }
+  if (c.post_ln != 0 && c.post_ln != 1) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "post_ln (%d) is not 0 or 1", c.post_ln);
+  }
+  if (c.norm != TFK_NORM_LAYER && c.norm != TFK_NORM_RMS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "norm (%d) is not a tfk_norm_kind",
+                static_cast<int>(c.norm));
+  }
+  if (!(c.eps >= 0.0f) || !isfinite(c.eps)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "eps (%g) is not finite and >= 0", c.eps);
+  }
+  tfk_block* b = new (std::nothrow) tfk_block{};
+  if (b == nullptr) return Fail(TFK_OUT_OF_MEMORY, fn, "no memory for the handle");
+  b->d_model = c.attn.d_model, b->post_ln = c.post_ln == 1, b->norm = c.norm, b->eps = c.eps;
+  tfk_status s = TFK_SUCCESS;
+  try {
+    const auto copy = [&](const float* p, std::vector<float>& v) {
+      if (p) v.assign(p, p + c.attn.d_model);
+    };
+    copy(c.norm1_gamma, b->g1);
+    copy(c.norm2_gamma, b->g2);
+    if (c.norm == TFK_NORM_LAYER) {
+      copy(c.norm1_beta, b->b1);
+      copy(c.norm2_beta, b->b2);
+    }
+  } catch (const std::bad_alloc&) {
+    s = Fail(TFK_OUT_OF_MEMORY, fn, "no memory for the norm parameters");
+  }
+  if (s == TFK_SUCCESS) s = tfk_mha_create(&b->mha, &c.attn);
+  if (s == TFK_SUCCESS) s = tfk_ffn_create(&b->ffn, &c.ffn);
+  if (s != TFK_SUCCESS) {
+    // The inner create named its argument ("tfk_mha_create: n_heads ...").
+    const tfk_status st = FailFrom(s, fn);
+    tfk_block_destroy(b);
+    return st;
+  }
+  *out = b;
+  return TFK_SUCCESS;
+}
+
+TFK_API tfk_status tfk_block_workspace_size(const tfk_block* block, size_t n, size_t* bytes) {
+  const char* fn = "tfk_block_workspace_size";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "bytes", bytes));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
+  size_t inner = 0;
+  if (tfk_mha_workspace_size(block->mha, n, &inner) != TFK_SUCCESS ||
+      tfk_ffn_workspace_size(block->ffn, n, &inner) != TFK_SUCCESS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
+  *bytes = WorkspaceBytes({n * block->d_model}) + Inner(block, n);
+  return TFK_SUCCESS;
+}
+
+TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const float* X,
+                                     size_t ldx, float* Y, size_t ldy, tfk_kv_cache* cache,
+                                     void* workspace, size_t workspace_bytes) {
+  const char* fn = "tfk_block_forward";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
+  size_t need = 0;
+  TFK_RETURN_IF_ERROR(tfk_block_workspace_size(block, n, &need));
+  TFK_RETURN_IF_ERROR(CheckForward(fn, n, block->d_model, X, ldx, Y, ldy, nullptr, 0, workspace,
+                                   workspace_bytes, need));
+  if (cache != nullptr) {
+    size_t len = 0, capacity = 0;
+    tfk_kv_cache_info(cache, &len, &capacity, nullptr);
+    if (n > capacity - len) {
+      return Fail(TFK_INVALID_ARGUMENT, fn,
+                  "the cache (length %zu, capacity %zu) has no room for %zu tokens", len,
+                  capacity, n);
+    }
+  }
+  const size_t d = block->d_model;
+  WorkspaceCarver carve(workspace);
+  float* t = carve.Take(n * d);
+  void* inner = carve.Take(0);
+  const size_t inner_bytes = Inner(block, n);
+  const float *g1 = OrNull(block->g1), *b1 = OrNull(block->b1);
+  const float *g2 = OrNull(block->g2), *b2 = OrNull(block->b2);
+  tfk_status s;
+  if (!block->post_ln) {
+    s = Norm(block, n, X, ldx, g1, b1, t, d);
+    if (s == TFK_SUCCESS) {
+      s = tfk_mha_forward(block->mha, n, t, d, Y, ldy, X, ldx, cache, inner, inner_bytes);
+    }
+    if (s == TFK_SUCCESS) s = Norm(block, n, Y, ldy, g2, b2, t, d);
+    if (s == TFK_SUCCESS) {
+      s = tfk_ffn_forward(block->ffn, n, t, d, Y, ldy, Y, ldy, inner, inner_bytes);
+    }
+  } else {
+    s = tfk_mha_forward(block->mha, n, X, ldx, t, d, X, ldx, cache, inner, inner_bytes);
+    if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g1, b1, Y, ldy);
+    if (s == TFK_SUCCESS) {
+      s = tfk_ffn_forward(block->ffn, n, Y, ldy, t, d, Y, ldy, inner, inner_bytes);
+    }
+    if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g2, b2, Y, ldy);
+  }
+  if (s != TFK_SUCCESS) return FailFrom(s, fn);
+  return TFK_SUCCESS;
+}
+
+TFK_API void tfk_block_destroy(tfk_block* block) {
+  if (block == nullptr) return;
+  tfk_mha_destroy(block->mha);
+  tfk_ffn_destroy(block->ffn);
+  delete block;
+}
+
+}  // extern "C"

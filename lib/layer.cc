@@ -1,0 +1,89 @@
+// Helpers shared by the composite layers: lib/layer.h.
+#include "lib/layer.h"
+
+#include <string.h>
+
+#include <new>
+
+#include "lib/status.h"
+
+namespace tfk {
+namespace detail {
+
+tfk_status CreateFusedLinear(const char* fn, tfk_layout layout, size_t K,
+                             std::initializer_list<WeightPart> parts, tfk_activation act,
+                             tfk_linear** out) {
+  size_t N = 0;
+  bool any_bias = false;
+  for (const WeightPart& p : parts) {
+    N += p.n;
+    any_bias |= p.bias != nullptr;
+  }
+  std::vector<float> w, bias;
+  try {
+    w.resize(K * N);
+    if (any_bias) bias.assign(N, 0.0f);
+  } catch (const std::bad_alloc&) {
+    return Fail(TFK_OUT_OF_MEMORY, fn, "cannot allocate %zu x %zu fused weights", K, N);
+  }
+  size_t col = 0;
+  for (const WeightPart& p : parts) {
+    if (layout == TFK_LAYOUT_KN) {  // [K, N]: the part's columns
+      for (size_t k = 0; k < K; ++k) memcpy(&w[k * N + col], p.w + k * p.n, p.n * sizeof(float));
+    } else {  // [N, K]: the part's rows
+      memcpy(&w[col * K], p.w, p.n * K * sizeof(float));
+    }
+    if (p.bias) memcpy(&bias[col], p.bias, p.n * sizeof(float));
+    col += p.n;
+  }
+  const tfk_status s = tfk_linear_create(out, K, N, w.data(), layout == TFK_LAYOUT_KN ? N : K,
+                                         layout, any_bias ? bias.data() : nullptr, act);
+  if (s != TFK_SUCCESS) return FailFrom(s, fn);
+  return TFK_SUCCESS;
+}
+
+size_t WorkspaceBytes(std::initializer_list<size_t> floats) {
+  size_t bytes = 64;
+  for (size_t n : floats) bytes += (n * sizeof(float) + 63) / 64 * 64;
+  return bytes;
+}
+
+namespace {
+bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const uintptr_t a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+}  // namespace
+
+tfk_status CheckForward(const char* fn, size_t n, size_t cols, const float* X, size_t ldx,
+                        const float* Y, size_t ldy, const float* R, size_t ldr,
+                        const void* workspace, size_t workspace_bytes, size_t need) {
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "X", X, n, cols, ldx));
+  TFK_RETURN_IF_ERROR(CheckMatrix(fn, "Y", Y, n, cols, ldy));
+  TFK_RETURN_IF_ERROR(CheckAliasing(fn, "X", X, ldx, "Y", Y, ldy, n, cols));
+  if (R != nullptr) {
+    TFK_RETURN_IF_ERROR(CheckMatrix(fn, "R", R, n, cols, ldr));
+    TFK_RETURN_IF_ERROR(CheckAliasing(fn, "R", R, ldr, "Y", Y, ldy, n, cols));
+  }
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "workspace", workspace));
+  if (workspace_bytes < need) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "workspace_bytes (%zu) < the %zu needed for n = %zu",
+                workspace_bytes, need, n);
+  }
+  const auto extent = [&](size_t ld) { return ((n - 1) * ld + cols) * sizeof(float); };
+  if (Overlap(workspace, need, X, extent(ldx)) || Overlap(workspace, need, Y, extent(ldy)) ||
+      (R != nullptr && Overlap(workspace, need, R, extent(ldr)))) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "workspace overlaps X, Y or R");
+  }
+  return TFK_SUCCESS;
+}
+
+tfk_status CheckLayout(const char* fn, tfk_layout layout) {
+  if (layout == TFK_LAYOUT_KN || layout == TFK_LAYOUT_NK) return TFK_SUCCESS;
+  return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout",
+              static_cast<int>(layout));
+}
+
+}  // namespace detail
+}  // namespace tfk

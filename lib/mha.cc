@@ -1,0 +1,198 @@
+// Multi-head attention layer: contract in include/tfk/tfk.h (tfk_mha_*);
+// design in docs/attention.md.
+//
+// forward = four kernel calls on the caller's workspace, no allocation:
+//   1. QKV[n, (h + 2 h_kv) d_k] = X [Wq | Wk | Wv] + [bq | bk | bv]: one
+//      packed projection, so X is read once and the three products share
+//      its tiles; Q, K and V are column ranges of QKV (ld = its width);
+//   2. RoPE in place on the Q and K ranges;
+//   3. attention (tfk_attention, or append to the KV cache and attend to it)
+//      writing O[n, h d_k], the heads side by side ("concat");
+//   4. Y = R + O Wo + bo, the residual fused into the projection's store.
+
+#include <math.h>
+#include <stdint.h>
+
+#include <new>
+
+#include "lib/attention.h"
+#include "lib/layer.h"
+#include "lib/status.h"
+#include "tfk/tfk.h"
+
+struct tfk_mha {
+  tfk_mha_config cfg;  // weight pointers cleared; head_dim, rope and scale resolved
+  size_t q_cols, kv_cols, qkv_cols;
+  tfk_linear* qkv = nullptr;
+  tfk_linear* out = nullptr;
+};
+
+namespace {
+
+using namespace tfk::detail;  // NOLINT
+
+tfk_status Validate(const char* fn, tfk_mha_config& c) {
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "d_model", c.d_model));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n_heads", c.n_heads));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n_kv_heads", c.n_kv_heads));
+  if (c.head_dim == 0) {
+    if (c.d_model % c.n_heads != 0) {
+      return Fail(TFK_INVALID_ARGUMENT, fn,
+                  "head_dim is 0 and d_model (%zu) is not a multiple of n_heads (%zu)",
+                  c.d_model, c.n_heads);
+    }
+    c.head_dim = c.d_model / c.n_heads;
+  }
+  if (c.head_dim > tfk::kMaxHeadDim) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "head_dim (%zu) > %zu", c.head_dim, tfk::kMaxHeadDim);
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n_heads (%zu) is not a multiple of n_kv_heads (%zu)",
+                c.n_heads, c.n_kv_heads);
+  }
+  if (c.d_model > (size_t{1} << 24) || c.n_heads > (size_t{1} << 16)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "d_model (%zu) or n_heads (%zu) is too large",
+                c.d_model, c.n_heads);
+  }
+  TFK_RETURN_IF_ERROR(CheckLayout(fn, c.layout));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wq", c.wq));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wk", c.wk));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wv", c.wv));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wo", c.wo));
+  if (c.causal != 0 && c.causal != 1) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "causal (%d) is not 0 or 1", c.causal);
+  }
+  if (c.rope != 0 && c.rope != 1) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "rope (%d) is not 0 or 1", c.rope);
+  }
+  if (c.rope) {
+    if (c.rope_pairing != TFK_ROPE_INTERLEAVED && c.rope_pairing != TFK_ROPE_HALF) {
+      return Fail(TFK_INVALID_ARGUMENT, fn, "rope_pairing (%d) is not a tfk_rope_pairing",
+                  static_cast<int>(c.rope_pairing));
+    }
+    if (c.rope_dim == 0) c.rope_dim = c.head_dim;
+    if (c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim) {
+      return Fail(TFK_INVALID_ARGUMENT, fn, "rope_dim (%zu) is odd or > head_dim (%zu)",
+                  c.rope_dim, c.head_dim);
+    }
+    if (c.rope_base == 0) c.rope_base = 10000.0;
+    if (!(c.rope_base > 1.0) || !isfinite(c.rope_base)) {
+      return Fail(TFK_INVALID_ARGUMENT, fn, "rope_base (%g) is not a finite number > 1",
+                  c.rope_base);
+    }
+  }
+  if (!isfinite(c.scale)) return Fail(TFK_INVALID_ARGUMENT, fn, "scale (%g) is not finite", c.scale);
+  return TFK_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+TFK_API tfk_status tfk_mha_create(tfk_mha** out, const tfk_mha_config* config) {
+  const char* fn = "tfk_mha_create";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "out", out));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "config", config));
+  tfk_mha_config c = *config;
+  TFK_RETURN_IF_ERROR(Validate(fn, c));
+  tfk_mha* m = new (std::nothrow) tfk_mha{};
+  if (m == nullptr) return Fail(TFK_OUT_OF_MEMORY, fn, "no memory for the handle");
+  m->q_cols = c.n_heads * c.head_dim;
+  m->kv_cols = c.n_kv_heads * c.head_dim;
+  m->qkv_cols = m->q_cols + 2 * m->kv_cols;
+  tfk_status s = CreateFusedLinear(fn, c.layout, c.d_model,
+                                   {{c.wq, c.bq, m->q_cols}, {c.wk, c.bk, m->kv_cols},
+                                    {c.wv, c.bv, m->kv_cols}},
+                                   TFK_ACT_NONE, &m->qkv);
+  if (s == TFK_SUCCESS) {
+    s = CreateFusedLinear(fn, c.layout, m->q_cols, {{c.wo, c.bo, c.d_model}}, TFK_ACT_NONE,
+                          &m->out);
+  }
+  if (s != TFK_SUCCESS) {
+    tfk_mha_destroy(m);
+    return s;
+  }
+  c.wq = c.wk = c.wv = c.wo = c.bq = c.bk = c.bv = c.bo = nullptr;  // not kept
+  m->cfg = c;
+  *out = m;
+  return TFK_SUCCESS;
+}
+
+TFK_API tfk_status tfk_mha_workspace_size(const tfk_mha* mha, size_t n, size_t* bytes) {
+  const char* fn = "tfk_mha_workspace_size";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "bytes", bytes));
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
+  if (n > (SIZE_MAX / 16) / (mha->qkv_cols + mha->q_cols)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
+  *bytes = WorkspaceBytes({n * mha->qkv_cols, n * mha->q_cols});
+  return TFK_SUCCESS;
+}
+
+TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X, size_t ldx,
+                                   float* Y, size_t ldy, const float* R, size_t ldr,
+                                   tfk_kv_cache* cache, void* workspace, size_t workspace_bytes) {
+  const char* fn = "tfk_mha_forward";
+  ClearError();
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
+  const tfk_mha_config& c = mha->cfg;
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
+  size_t need = 0;
+  TFK_RETURN_IF_ERROR(tfk_mha_workspace_size(mha, n, &need));
+  TFK_RETURN_IF_ERROR(
+      CheckForward(fn, n, c.d_model, X, ldx, Y, ldy, R, ldr, workspace, workspace_bytes, need));
+  size_t p0 = 0;
+  if (cache != nullptr) {
+    size_t capacity = 0;
+    tfk_kv_cache_info(cache, &p0, &capacity, nullptr);
+    if (n > capacity - p0) {
+      return Fail(TFK_INVALID_ARGUMENT, fn, "the cache (length %zu, capacity %zu) has no room for %zu tokens",
+                  p0, capacity, n);
+    }
+  }
+  WorkspaceCarver ws(workspace);
+  float* qkv = ws.Take(n * mha->qkv_cols);
+  float* o = ws.Take(n * mha->q_cols);
+  const size_t ld = mha->qkv_cols;
+  float* q = qkv;
+  float* k = qkv + mha->q_cols;
+  float* v = k + mha->kv_cols;
+  const tfk_mask mask = c.causal ? TFK_MASK_CAUSAL : TFK_MASK_NONE;
+  // Kernel calls on validated arguments; they can fail only for memory (or,
+  // for the cache, if it does not match: checked first by its own call).
+  tfk_status s = tfk_linear_forward(mha->qkv, n, X, ldx, qkv, ld, nullptr, 0);
+  if (s == TFK_SUCCESS && c.rope) {
+    s = tfk_rope(n, c.n_heads, c.head_dim, c.rope_dim, c.rope_pairing, c.rope_base, q, ld,
+                 static_cast<int64_t>(p0), nullptr);
+    if (s == TFK_SUCCESS) {
+      s = tfk_rope(n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_pairing, c.rope_base, k, ld,
+                   static_cast<int64_t>(p0), nullptr);
+    }
+  }
+  if (s == TFK_SUCCESS) {
+    if (cache != nullptr) {
+      s = tfk_kv_cache_append(cache, n, k, ld, v, ld);
+      if (s == TFK_SUCCESS) {
+        s = tfk_kv_cache_attention(cache, n, c.n_heads, q, ld, o, mha->q_cols, c.scale, mask);
+      }
+    } else {
+      s = tfk_attention(n, n, c.n_heads, c.n_kv_heads, c.head_dim, q, ld, k, ld, v, ld, o,
+                        mha->q_cols, c.scale, mask);
+    }
+  }
+  if (s == TFK_SUCCESS) s = tfk_linear_forward(mha->out, n, o, mha->q_cols, Y, ldy, R, ldr);
+  if (s != TFK_SUCCESS) return FailFrom(s, fn);
+  return TFK_SUCCESS;
+}
+
+TFK_API void tfk_mha_destroy(tfk_mha* mha) {
+  if (mha == nullptr) return;
+  tfk_linear_destroy(mha->qkv);
+  tfk_linear_destroy(mha->out);
+  delete mha;
+}
+
+}  // extern "C"

@@ -1,0 +1,467 @@
+// The composite layers (tfk_mha, tfk_ffn, tfk_block) on every supported ISA.
+//
+// Each layer is a fixed composition of kernels that their own tests check
+// against double-precision references with derived bounds. Here the same
+// composition is built naively from the public kernels: separate Q, K and V
+// projections, RoPE, attention per KV head on gathered heads, concatenation
+// by copying, the output projection, separate norms. It must give the same
+// bits, because no kernel's result for an element depends on what is
+// computed beside it (one FMA chain per matmul element over k in order; one
+// attention query per lane with key blocks from key 0).
+// Decoding with a KV cache against one causal pass runs different attention
+// kernels (dot products and split merges against transposed tiles): there
+// the difference is held to twice the attention bound (tests/attention_ref.h)
+// carried through the output projection,
+//   |dY_i| <= sum_c 2 B_c |Wo_ci| + 4 u (d_q + 2) sum_c |O_c Wo_ci|,
+// the second term for the two projections' own roundings.
+#include <tfk/tfk.hpp>
+
+#include <array>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "attention_ref.h"
+#include "test_util.h"
+
+namespace tfk_test {
+namespace {
+
+std::vector<float> Rand(size_t n, float scale, uint32_t seed) {
+  std::vector<float> v(n);
+  FillUniform(v.data(), n, -scale, scale, seed);
+  return v;
+}
+
+// Y[M, N] = R + act(X W + bias) with a one-off tfk_linear (the reference's
+// projections, one per weight).
+void Linear(tfk_layout layout, size_t K, size_t N, const float* W, const float* bias,
+            tfk_activation act, size_t M, const float* X, size_t ldx, float* Y, size_t ldy,
+            const float* R = nullptr, size_t ldr = 0) {
+  tfk_linear* l = nullptr;
+  tfk::check(tfk_linear_create(&l, K, N, W, layout == TFK_LAYOUT_KN ? N : K, layout, bias, act));
+  tfk::check(tfk_linear_forward(l, M, X, ldx, Y, ldy, R, ldr));
+  tfk_linear_destroy(l);
+}
+
+struct Mha {
+  tfk_mha_config cfg{};
+  size_t dq, dkv;
+  std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo;
+  Mha(size_t d_model, size_t h, size_t h_kv, size_t d_k, tfk_layout layout, bool bias, int rope,
+      bool causal, uint32_t seed)
+      : dq(h * d_k), dkv(h_kv * d_k) {
+    const float s = 1.0f / std::sqrt(static_cast<float>(d_model));
+    wq = Rand(d_model * dq, s, seed), wk = Rand(d_model * dkv, s, seed + 1);
+    wv = Rand(d_model * dkv, s, seed + 2), wo = Rand(dq * d_model, s, seed + 3);
+    if (bias) {
+      bq = Rand(dq, 0.1f, seed + 4), bk = Rand(dkv, 0.1f, seed + 5);
+      bv = Rand(dkv, 0.1f, seed + 6), bo = Rand(d_model, 0.1f, seed + 7);
+    }
+    cfg.d_model = d_model, cfg.n_heads = h, cfg.n_kv_heads = h_kv, cfg.head_dim = d_k;
+    cfg.layout = layout;
+    cfg.wq = wq.data(), cfg.wk = wk.data(), cfg.wv = wv.data(), cfg.wo = wo.data();
+    cfg.bq = bias ? bq.data() : nullptr, cfg.bk = bias ? bk.data() : nullptr;
+    cfg.bv = bias ? bv.data() : nullptr, cfg.bo = bias ? bo.data() : nullptr;
+    cfg.causal = causal;
+    cfg.rope = rope != 0;
+    cfg.rope_pairing = rope == 2 ? TFK_ROPE_INTERLEAVED : TFK_ROPE_HALF;
+    cfg.rope_dim = rope == 2 ? d_k - 2 : 0;  // interleaved: a partial rotation
+    cfg.rope_base = rope == 2 ? 500000.0 : 0.0;
+  }
+
+  // Projections and RoPE as the reference does them: q [n, dq], k and v
+  // [n, dkv], positions 0 .. n-1.
+  void Project(size_t n, const float* X, std::vector<float>& q, std::vector<float>& k,
+               std::vector<float>& v) const {
+    const size_t d = cfg.d_model, dk = cfg.head_dim;
+    q.resize(n * dq), k.resize(n * dkv), v.resize(n * dkv);
+    Linear(cfg.layout, d, dq, cfg.wq, cfg.bq, TFK_ACT_NONE, n, X, d, q.data(), dq);
+    Linear(cfg.layout, d, dkv, cfg.wk, cfg.bk, TFK_ACT_NONE, n, X, d, k.data(), dkv);
+    Linear(cfg.layout, d, dkv, cfg.wv, cfg.bv, TFK_ACT_NONE, n, X, d, v.data(), dkv);
+    if (cfg.rope) {
+      const size_t rd = cfg.rope_dim ? cfg.rope_dim : dk;
+      const double base = cfg.rope_base ? cfg.rope_base : 10000.0;
+      tfk::check(tfk_rope(n, cfg.n_heads, dk, rd, cfg.rope_pairing, base, q.data(), dq, 0, nullptr));
+      tfk::check(tfk_rope(n, cfg.n_kv_heads, dk, rd, cfg.rope_pairing, base, k.data(), dkv, 0, nullptr));
+    }
+  }
+
+  // Y = R + MHA(X) built from the kernels: project, attend per KV head on its
+  // gathered query heads, scatter ("concat"), output projection.
+  void ByParts(size_t n, const float* X, const float* R, float* Y) const {
+    std::vector<float> q, k, v;
+    Project(n, X, q, k, v);
+    const size_t dk = cfg.head_dim, rep = cfg.n_heads / cfg.n_kv_heads, gw = rep * dk;
+    std::vector<float> o(n * dq), qg(n * gw), kg(n * dk), vg(n * dk), og(n * gw);
+    for (size_t g = 0; g < cfg.n_kv_heads; ++g) {
+      for (size_t t = 0; t < n; ++t) {
+        std::copy_n(&q[t * dq + g * gw], gw, &qg[t * gw]);
+        std::copy_n(&k[t * dkv + g * dk], dk, &kg[t * dk]);
+        std::copy_n(&v[t * dkv + g * dk], dk, &vg[t * dk]);
+      }
+      tfk::check(tfk_attention(n, n, rep, 1, dk, qg.data(), gw, kg.data(), dk, vg.data(), dk,
+                               og.data(), gw, cfg.scale,
+                               cfg.causal ? TFK_MASK_CAUSAL : TFK_MASK_NONE));
+      for (size_t t = 0; t < n; ++t) std::copy_n(&og[t * gw], gw, &o[t * dq + g * gw]);
+    }
+    Linear(cfg.layout, dq, cfg.d_model, cfg.wo, cfg.bo, TFK_ACT_NONE, n, o.data(), dq, Y,
+           cfg.d_model, R, R ? cfg.d_model : 0);
+  }
+};
+
+struct Workspace {
+  std::vector<char> bytes;
+  void* data() { return bytes.data() + 1 * 4; }  // deliberately not 64-byte aligned
+  size_t size() const { return bytes.size() - 4; }
+};
+
+Workspace MhaWorkspace(const tfk_mha* m, size_t n) {
+  size_t b = 0;
+  tfk::check(tfk_mha_workspace_size(m, n, &b));
+  return Workspace{std::vector<char>(b + 4)};
+}
+
+class LayerTest : public IsaTest {};
+
+TEST_P(LayerTest, MhaEqualsItsComposition) {
+  const size_t d = 48;
+  uint32_t seed = 1;
+  for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+    for (int rope : {0, 1, 2}) {
+      for (bool causal : {false, true}) {
+        // MHA (4 x 12 = d_model), GQA 4/2 with head_dim != d_model / h, MQA.
+        for (auto heads : {std::array<size_t, 3>{4, 4, 0}, {4, 2, 16}, {6, 1, 8}}) {
+          const Mha m(d, heads[0], heads[1], heads[2] ? heads[2] : d / heads[0], layout,
+                      seed % 2 == 0, rope, causal, seed);
+          tfk_mha* h = nullptr;
+          ASSERT_EQ(tfk_mha_create(&h, &m.cfg), TFK_SUCCESS) << tfk_last_error();
+          std::unique_ptr<tfk_mha, decltype(&tfk_mha_destroy)> guard(h, tfk_mha_destroy);
+          for (size_t n : {1, 5, 37}) {
+            const auto X = Rand(n * d, 1.0f, seed + 10), R = Rand(n * d, 1.0f, seed + 11);
+            std::vector<float> want(n * d), got(n * d, NAN);
+            m.ByParts(n, X.data(), R.data(), want.data());
+            Workspace ws = MhaWorkspace(h, n);
+            ASSERT_EQ(tfk_mha_forward(h, n, X.data(), d, got.data(), d, R.data(), d, nullptr,
+                                      ws.data(), ws.size()),
+                      TFK_SUCCESS)
+                << tfk_last_error();
+            ASSERT_TRUE(SameBits(want.data(), got.data(), n * d))
+                << "layout " << layout << " rope " << rope << " causal " << causal << " heads "
+                << heads[0] << "/" << heads[1] << " n " << n;
+          }
+          ++seed;
+        }
+      }
+    }
+  }
+}
+
+// Decoding token by token through a KV cache (and a prompt of several tokens
+// first) against one causal pass over the whole sequence.
+TEST_P(LayerTest, MhaDecodingWithCacheMatchesFullPass) {
+  const size_t d = 64, n = 300, prompt = 40;
+  for (auto heads : {std::array<size_t, 2>{4, 4}, {4, 1}}) {
+    const Mha m(d, heads[0], heads[1], 16, TFK_LAYOUT_NK, true, 1, true, 3);
+    tfk_mha* h = nullptr;
+    ASSERT_EQ(tfk_mha_create(&h, &m.cfg), TFK_SUCCESS);
+    std::unique_ptr<tfk_mha, decltype(&tfk_mha_destroy)> guard(h, tfk_mha_destroy);
+    const auto X = Rand(n * d, 1.0f, 5);
+    std::vector<float> full(n * d), inc(n * d);
+    Workspace ws = MhaWorkspace(h, n);
+    ASSERT_EQ(tfk_mha_forward(h, n, X.data(), d, full.data(), d, nullptr, 0, nullptr, ws.data(),
+                              ws.size()),
+              TFK_SUCCESS);
+    tfk_kv_cache* cache = nullptr;
+    ASSERT_EQ(tfk_kv_cache_create(&cache, n, heads[1], 16, TFK_DTYPE_F32), TFK_SUCCESS);
+    std::unique_ptr<tfk_kv_cache, decltype(&tfk_kv_cache_destroy)> cg(cache, tfk_kv_cache_destroy);
+    ASSERT_EQ(tfk_mha_forward(h, prompt, X.data(), d, inc.data(), d, nullptr, 0, cache, ws.data(),
+                              ws.size()),
+              TFK_SUCCESS);
+    for (size_t t = prompt; t < n; ++t) {
+      ASSERT_EQ(tfk_mha_forward(h, 1, &X[t * d], d, &inc[t * d], d, nullptr, 0, cache, ws.data(),
+                                ws.size()),
+                TFK_SUCCESS)
+          << tfk_last_error();
+    }
+    // The bound: attention bounds from the reference's Q, K, V (the same
+    // values both paths attend with), through |Wo|.
+    std::vector<float> q, k, v;
+    m.Project(n, X.data(), q, k, v);
+    const size_t dk = 16, rep = heads[0] / heads[1];
+    const float scale = 1.0f / 4.0f;
+    std::vector<double> ref, tol, B(m.dq), Oabs(m.dq);
+    for (size_t t = 0; t < n; ++t) {
+      for (size_t hh = 0; hh < heads[0]; ++hh) {
+        const size_t g = hh / rep;
+        AttentionRowRef(
+            t + 1, dk, scale, [&](size_t kk) { return q[t * m.dq + hh * dk + kk]; },
+            [&](size_t j, size_t kk) { return k[j * m.dkv + g * dk + kk]; },
+            [&](size_t j, size_t c) { return v[j * m.dkv + g * dk + c]; }, ref, tol);
+        for (size_t c = 0; c < dk; ++c) B[hh * dk + c] = tol[c], Oabs[hh * dk + c] = std::fabs(ref[c]);
+      }
+      for (size_t i = 0; i < d; ++i) {
+        double bound = 0;
+        for (size_t c = 0; c < m.dq; ++c) {
+          const double w = std::fabs(m.wo[i * m.dq + c]);  // NK: wo is [d_model, dq]
+          bound += 2 * B[c] * w + 4 * kEps * (m.dq + 2) * Oabs[c] * w;
+        }
+        ASSERT_NEAR(inc[t * d + i], full[t * d + i], bound + 1e-30) << "t=" << t << " i=" << i;
+      }
+    }
+  }
+}
+
+struct Ffn {
+  tfk_ffn_config cfg{};
+  std::vector<float> w1, w3, w2, b1, b3, b2;
+  Ffn(size_t d, size_t d_ff, tfk_activation act, bool gated, tfk_layout layout, uint32_t seed) {
+    w1 = Rand(d * d_ff, 1.0f / std::sqrt(float(d)), seed);
+    w3 = Rand(d * d_ff, 1.0f / std::sqrt(float(d)), seed + 1);
+    w2 = Rand(d_ff * d, 1.0f / std::sqrt(float(d_ff)), seed + 2);
+    b1 = Rand(d_ff, 0.1f, seed + 3), b3 = Rand(d_ff, 0.1f, seed + 4), b2 = Rand(d, 0.1f, seed + 5);
+    cfg.d_model = d, cfg.d_ff = d_ff, cfg.act = act, cfg.gated = gated, cfg.layout = layout;
+    cfg.w1 = w1.data(), cfg.w3 = w3.data(), cfg.w2 = w2.data();
+    cfg.b1 = b1.data(), cfg.b3 = b3.data(), cfg.b2 = b2.data();
+  }
+  void ByParts(size_t n, const float* X, size_t ldx, const float* R, size_t ldr, float* Y,
+               size_t ldy) const {
+    const size_t d = cfg.d_model, f = cfg.d_ff;
+    std::vector<float> hid(n * f), up(n * f);
+    if (cfg.gated) {
+      Linear(cfg.layout, d, f, cfg.w1, cfg.b1, TFK_ACT_NONE, n, X, ldx, hid.data(), f);
+      Linear(cfg.layout, d, f, cfg.w3, cfg.b3, TFK_ACT_NONE, n, X, ldx, up.data(), f);
+      tfk::check(tfk_activate(cfg.act, n, f, hid.data(), f, hid.data(), f));
+      for (size_t i = 0; i < n * f; ++i) hid[i] *= up[i];
+    } else {
+      Linear(cfg.layout, d, f, cfg.w1, cfg.b1, cfg.act, n, X, ldx, hid.data(), f);
+    }
+    Linear(cfg.layout, f, d, cfg.w2, cfg.b2, TFK_ACT_NONE, n, hid.data(), f, Y, ldy, R, ldr);
+  }
+};
+
+TEST_P(LayerTest, FfnEqualsItsComposition) {
+  const size_t d = 40, d_ff = 72;
+  uint32_t seed = 50;
+  for (tfk_activation act : {TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
+    for (bool gated : {false, true}) {
+      for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+        const Ffn f(d, d_ff, act, gated, layout, seed++);
+        tfk_ffn* h = nullptr;
+        ASSERT_EQ(tfk_ffn_create(&h, &f.cfg), TFK_SUCCESS) << tfk_last_error();
+        std::unique_ptr<tfk_ffn, decltype(&tfk_ffn_destroy)> guard(h, tfk_ffn_destroy);
+        for (size_t n : {1, 3, 29}) {
+          const auto X = Rand(n * d, 2.0f, seed), R = Rand(n * d, 1.0f, seed + 1);
+          std::vector<float> want(n * d), got = R;
+          f.ByParts(n, X.data(), d, R.data(), d, want.data(), d);
+          size_t bytes = 0;
+          tfk::check(tfk_ffn_workspace_size(h, n, &bytes));
+          std::vector<char> ws(bytes);
+          // Residual in place: Y = R.
+          ASSERT_EQ(tfk_ffn_forward(h, n, X.data(), d, got.data(), d, got.data(), d, ws.data(),
+                                    ws.size()),
+                    TFK_SUCCESS)
+              << tfk_last_error();
+          ASSERT_TRUE(SameBits(want.data(), got.data(), n * d))
+              << "act " << act << " gated " << gated << " n " << n;
+        }
+      }
+    }
+  }
+}
+
+struct Block {
+  Mha mha;
+  Ffn ffn;
+  tfk_block_config cfg{};
+  std::vector<float> g1, be1, g2, be2;
+  Block(size_t d, bool post_ln, tfk_norm_kind norm, int rope, uint32_t seed)
+      : mha(d, 4, 2, d / 4, TFK_LAYOUT_NK, true, rope, true, seed),
+        ffn(d, 3 * d, TFK_ACT_GELU_ERF, norm == TFK_NORM_RMS, TFK_LAYOUT_NK, seed + 20) {
+    g1 = Rand(d, 1.0f, seed + 30), be1 = Rand(d, 0.2f, seed + 31);
+    g2 = Rand(d, 1.0f, seed + 32), be2 = Rand(d, 0.2f, seed + 33);
+    cfg.attn = mha.cfg, cfg.ffn = ffn.cfg;
+    cfg.post_ln = post_ln, cfg.norm = norm, cfg.eps = 1e-5f;
+    cfg.norm1_gamma = g1.data(), cfg.norm1_beta = be1.data();
+    cfg.norm2_gamma = g2.data(), cfg.norm2_beta = be2.data();
+  }
+  void Norm(size_t n, const float* x, const std::vector<float>& g, const std::vector<float>& b,
+            float* y) const {
+    const size_t d = cfg.attn.d_model;
+    if (cfg.norm == TFK_NORM_LAYER) {
+      tfk::check(tfk_layernorm(n, d, x, d, g.data(), b.data(), cfg.eps, y, d));
+    } else {
+      tfk::check(tfk_rmsnorm(n, d, x, d, g.data(), cfg.eps, y, d));
+    }
+  }
+  // The block from its parts (tfk_mha by parts, norms, FFN by parts).
+  void ByParts(size_t n, const float* X, float* Y) const {
+    const size_t d = cfg.attn.d_model;
+    std::vector<float> t(n * d), h(n * d);
+    if (!cfg.post_ln) {
+      Norm(n, X, g1, be1, t.data());
+      mha.ByParts(n, t.data(), X, h.data());
+      Norm(n, h.data(), g2, be2, t.data());
+      ffn.ByParts(n, t.data(), d, h.data(), d, Y, d);
+    } else {
+      mha.ByParts(n, X, X, t.data());
+      Norm(n, t.data(), g1, be1, h.data());
+      ffn.ByParts(n, h.data(), d, h.data(), d, t.data(), d);
+      Norm(n, t.data(), g2, be2, Y);
+    }
+  }
+};
+
+TEST_P(LayerTest, BlockPreAndPostLnEqualTheirComposition) {
+  const size_t d = 32;
+  uint32_t seed = 70;
+  for (bool post_ln : {false, true}) {
+    for (tfk_norm_kind norm : {TFK_NORM_LAYER, TFK_NORM_RMS}) {
+      for (int rope : {0, 1}) {
+        const Block b(d, post_ln, norm, rope, seed++);
+        tfk_block* h = nullptr;
+        ASSERT_EQ(tfk_block_create(&h, &b.cfg), TFK_SUCCESS) << tfk_last_error();
+        std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> guard(h, tfk_block_destroy);
+        for (size_t n : {1, 17, 70}) {
+          const auto X = Rand(n * d, 1.0f, seed);
+          std::vector<float> want(n * d), got = X;
+          b.ByParts(n, X.data(), want.data());
+          size_t bytes = 0;
+          tfk::check(tfk_block_workspace_size(h, n, &bytes));
+          std::vector<char> ws(bytes + 1);
+          // In place (Y = X), workspace at an odd offset.
+          ASSERT_EQ(tfk_block_forward(h, n, got.data(), d, got.data(), d, nullptr, ws.data() + 1,
+                                      bytes),
+                    TFK_SUCCESS)
+              << tfk_last_error();
+          ASSERT_TRUE(SameBits(want.data(), got.data(), n * d))
+              << "post_ln " << post_ln << " norm " << norm << " rope " << rope << " n " << n;
+        }
+      }
+    }
+  }
+}
+
+// A block decoding through its cache is the same as the composition with
+// tfk_mha_forward on the same cache: the block's plumbing adds nothing.
+TEST_P(LayerTest, BlockDecodingStepsEqualTheirComposition) {
+  const size_t d = 32, n = 20;
+  for (bool post_ln : {false, true}) {
+    const Block b(d, post_ln, TFK_NORM_LAYER, 1, 90);
+    tfk_block* h = nullptr;
+    tfk_mha* m = nullptr;
+    tfk_ffn* f = nullptr;
+    ASSERT_EQ(tfk_block_create(&h, &b.cfg), TFK_SUCCESS);
+    ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS);
+    ASSERT_EQ(tfk_ffn_create(&f, &b.ffn.cfg), TFK_SUCCESS);
+    tfk_kv_cache *c1 = nullptr, *c2 = nullptr;
+    tfk::check(tfk_kv_cache_create(&c1, n, 2, d / 4, TFK_DTYPE_BF16));
+    tfk::check(tfk_kv_cache_create(&c2, n, 2, d / 4, TFK_DTYPE_BF16));
+    std::vector<char> ws(1 << 20);
+    const auto X = Rand(n * d, 1.0f, 91);
+    for (size_t t = 0; t < n; ++t) {
+      std::vector<float> y(d), tt(d), hh(d), want(d);
+      ASSERT_EQ(tfk_block_forward(h, 1, &X[t * d], d, y.data(), d, c1, ws.data(), ws.size()),
+                TFK_SUCCESS)
+          << tfk_last_error();
+      const float* x = &X[t * d];
+      if (!post_ln) {
+        b.Norm(1, x, b.g1, b.be1, tt.data());
+        tfk::check(tfk_mha_forward(m, 1, tt.data(), d, hh.data(), d, x, d, c2, ws.data(), ws.size()));
+        b.Norm(1, hh.data(), b.g2, b.be2, tt.data());
+        tfk::check(tfk_ffn_forward(f, 1, tt.data(), d, want.data(), d, hh.data(), d, ws.data(), ws.size()));
+      } else {
+        tfk::check(tfk_mha_forward(m, 1, x, d, tt.data(), d, x, d, c2, ws.data(), ws.size()));
+        b.Norm(1, tt.data(), b.g1, b.be1, hh.data());
+        tfk::check(tfk_ffn_forward(f, 1, hh.data(), d, tt.data(), d, hh.data(), d, ws.data(), ws.size()));
+        b.Norm(1, tt.data(), b.g2, b.be2, want.data());
+      }
+      ASSERT_TRUE(SameBits(want.data(), y.data(), d)) << "t=" << t << " post_ln " << post_ln;
+    }
+    tfk_kv_cache_destroy(c1);
+    tfk_kv_cache_destroy(c2);
+    tfk_block_destroy(h);
+    tfk_mha_destroy(m);
+    tfk_ffn_destroy(f);
+  }
+}
+
+TEST_P(LayerTest, SameBitsForAnyThreadCount) {
+  const size_t d = 64, n = 150;
+  const Block b(d, false, TFK_NORM_RMS, 1, 7);
+  tfk_block* h = nullptr;
+  ASSERT_EQ(tfk_block_create(&h, &b.cfg), TFK_SUCCESS);
+  std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> guard(h, tfk_block_destroy);
+  size_t bytes = 0;
+  tfk::check(tfk_block_workspace_size(h, n, &bytes));
+  std::vector<char> ws(bytes);
+  const auto X = Rand(n * d, 1.0f, 8);
+  std::vector<float> first;
+  for (int threads : {1, 2, 7}) {
+    std::vector<float> y(n * d);
+    WithThreads(threads, [&] {
+      tfk::check(tfk_block_forward(h, n, X.data(), d, y.data(), d, nullptr, ws.data(), bytes));
+    });
+    if (first.empty()) first = y;
+    ASSERT_TRUE(SameBits(first.data(), y.data(), n * d)) << threads;
+  }
+}
+
+TEST_P(LayerTest, Errors) {
+  const Block b(32, false, TFK_NORM_LAYER, 1, 1);
+  const auto expect = [](tfk_status got, const char* needle) {
+    EXPECT_EQ(got, TFK_INVALID_ARGUMENT) << needle;
+    EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos) << tfk_last_error();
+  };
+  tfk_mha* m = nullptr;
+  tfk_mha_config mc = b.mha.cfg;
+  mc.n_kv_heads = 3;
+  expect(tfk_mha_create(&m, &mc), "n_kv_heads");
+  mc = b.mha.cfg, mc.wk = nullptr;
+  expect(tfk_mha_create(&m, &mc), "wk");
+  mc = b.mha.cfg, mc.rope_dim = 7;
+  expect(tfk_mha_create(&m, &mc), "rope_dim");
+  mc = b.mha.cfg, mc.head_dim = 0, mc.n_heads = 5, mc.n_kv_heads = 5;
+  expect(tfk_mha_create(&m, &mc), "head_dim");
+  tfk_ffn* f = nullptr;
+  tfk_ffn_config fc = b.ffn.cfg;
+  fc.act = TFK_ACT_NONE;
+  expect(tfk_ffn_create(&f, &fc), "act");
+  fc = b.ffn.cfg, fc.gated = 1, fc.w3 = nullptr;
+  expect(tfk_ffn_create(&f, &fc), "w3");
+  tfk_block_config bc = b.cfg;
+  bc.ffn.d_model = 16;
+  tfk_block* blk = nullptr;
+  expect(tfk_block_create(&blk, &bc), "d_model");
+  bc = b.cfg, bc.attn.n_heads = 0;
+  expect(tfk_block_create(&blk, &bc), "n_heads");
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(f, nullptr);
+  EXPECT_EQ(blk, nullptr);
+
+  ASSERT_EQ(tfk_block_create(&blk, &b.cfg), TFK_SUCCESS);
+  std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> guard(blk, tfk_block_destroy);
+  size_t bytes = 0;
+  tfk::check(tfk_block_workspace_size(blk, 4, &bytes));
+  std::vector<char> ws(bytes);
+  std::vector<float> x(4 * 32, 1.0f), y(4 * 32, 5.0f);
+  expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, nullptr, ws.data(), bytes - 1),
+         "workspace_bytes");
+  expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, nullptr, nullptr, bytes),
+         "workspace");
+  expect(tfk_block_forward(blk, 4, x.data(), 31, y.data(), 32, nullptr, ws.data(), bytes), "X");
+  expect(tfk_block_forward(blk, 4, x.data(), 32, x.data() + 1, 32, nullptr, ws.data(), bytes),
+         "overlaps");
+  expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, nullptr, x.data(), bytes),
+         "workspace overlaps");
+  tfk_kv_cache* cache = nullptr;
+  tfk::check(tfk_kv_cache_create(&cache, 3, 2, 8, TFK_DTYPE_F32));
+  expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes), "room");
+  tfk_kv_cache_destroy(cache);
+  for (float v : y) ASSERT_EQ(v, 5.0f);  // nothing written
+}
+
+TFK_INSTANTIATE_FOR_EACH_ISA(LayerTest);
+
+}  // namespace
+}  // namespace tfk_test
