@@ -23,80 +23,119 @@ HWY_BEFORE_NAMESPACE();
 namespace tfk {
 namespace HWY_NAMESPACE {
 
-// K or V rows of group g from key j0, as floats: the caller's rows (f32), or
-// for bf16 `rows` rows converted into buf (stride head_dim).
+// Copies K or V rows [j0, j0 + rows) of group g into buf as floats (stride
+// head_dim): converted from bf16, or copied. The copy is cheap (1/64 of the
+// block's flops at 32 queries x 2 products) and makes the tiles' operand
+// contiguous: rows of a [tokens, heads, d] array lie heads * d * 4 bytes
+// apart, 16 KiB at 32 heads x 128, so read in place they all fall into the
+// same few cache sets (L1 repeats every 4 KiB, L2 every 64 KiB), and K and V
+// never stay cached between query blocks (measured on AVX2, causal, 2048
+// tokens: 21.9 GFLOP/s at 32 heads against 29.6 at 2 heads, 1 KiB apart).
 template <class T>
-HWY_INLINE const float* KVRows(const AttentionArgs& a, const void* base, size_t ld,
-                               size_t head_stride, size_t g, size_t j0, size_t rows, float* buf,
-                               size_t& ld_out) {
-  const T* src = static_cast<const T*>(base) + g * head_stride + j0 * ld;
-  if (sizeof(T) == sizeof(float)) {
-    ld_out = ld;
-    return reinterpret_cast<const float*>(src);
-  }
-  RowsToFloat(src, ld, rows, a.head_dim, buf);
-  ld_out = a.head_dim;
-  return buf;
+HWY_INLINE void CopyKVRows(const AttentionArgs& a, const void* base, size_t ld,
+                           size_t head_stride, size_t g, size_t j0, size_t rows, float* buf) {
+  RowsToFloat(static_cast<const T*>(base) + g * head_stride + j0 * ld, ld, rows, a.head_dim, buf);
 }
 
-// Prefill task: queries f0 .. f0 + 31 of group g (see lib/attention.h).
-// Scratch: [(2 d + kKVB) * 32 + 4 * 32 + (bf16 ? 2 kKVB d : 0)] floats.
-template <class T>
-HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch) {
-  const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads;
-  const size_t n_f = a.q_len * n_rep - f0 < kQB ? a.q_len * n_rep - f0 : kQB;
-  float* qt = scratch;         // [d][32]: (scale Q)^T
-  float* ot = qt + dh * kQB;   // [d][32]: O^T, unnormalised
-  float* st = ot + dh * kQB;   // [kKVB][32]: S^T, then P^T
-  float* m = st + kKVB * kQB;  // [32] running max
-  float* l = m + kQB;          // [32] running sum
-  float* alpha = l + kQB;      // [32] rescale of O^T for this block
-  int32_t* visible = reinterpret_cast<int32_t*>(alpha + kQB);  // [32] keys seen
-  float* kbuf = alpha + 2 * kQB;                                // bf16 only
-  float* vbuf = kbuf + kKVB * dh;
+// Per query block of a prefill task: its 32 queries' transposed Q, output
+// accumulator and softmax state.
+struct QueryBlock {
+  float* qt;          // [d][32]: (scale Q)^T
+  float* ot;          // [d][32]: O^T, unnormalised
+  float* m;           // [32] running max
+  float* l;           // [32] running sum
+  float* alpha;       // [32] rescale of O^T for the current key block
+  int32_t* visible;   // [32] keys each query sees
+  size_t f0, n_f;     // first query and number of queries (<= 32)
+  size_t min_keys, max_keys;
+};
 
-  size_t max_keys = 0, min_keys = a.kv_len;
+HWY_INLINE size_t QueryBlockFloats(size_t dh) { return 2 * dh * kQB + 4 * kQB; }
+
+// Sets up block qb for queries f0 .. f0 + n_f of group g in `mem`.
+HWY_INLINE void InitQueryBlock(const AttentionArgs& a, size_t g, size_t f0, size_t n_f,
+                               float* mem, QueryBlock& qb) {
+  const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads;
+  qb.qt = mem, qb.ot = mem + dh * kQB, qb.m = qb.ot + dh * kQB;
+  qb.l = qb.m + kQB, qb.alpha = qb.l + kQB;
+  qb.visible = reinterpret_cast<int32_t*>(qb.alpha + kQB);
+  qb.f0 = f0, qb.n_f = n_f, qb.min_keys = a.kv_len, qb.max_keys = 0;
   for (size_t lane = 0; lane < kQB; ++lane) {
     size_t keys = 0;
     if (lane < n_f) {
       const size_t f = f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
       const float* q = a.q + t * a.ldq + h * dh;
-      for (size_t k = 0; k < dh; ++k) qt[k * kQB + lane] = a.scale * q[k];
+      for (size_t k = 0; k < dh; ++k) qb.qt[k * kQB + lane] = a.scale * q[k];
       keys = VisibleKeys(a, t);
-      if (keys < min_keys) min_keys = keys;
-      if (keys > max_keys) max_keys = keys;
+      if (keys < qb.min_keys) qb.min_keys = keys;
+      if (keys > qb.max_keys) qb.max_keys = keys;
     } else {
-      for (size_t k = 0; k < dh; ++k) qt[k * kQB + lane] = 0.0f;
+      for (size_t k = 0; k < dh; ++k) qb.qt[k * kQB + lane] = 0.0f;
     }
-    visible[lane] = static_cast<int32_t>(keys);
-    m[lane] = -INFINITY;
-    l[lane] = 0.0f;
+    qb.visible[lane] = static_cast<int32_t>(keys);
+    qb.m[lane] = -INFINITY;
+    qb.l[lane] = 0.0f;
   }
-  if (max_keys == 0) {  // every query fully masked: zeros
-    for (size_t lane = 0; lane < n_f; ++lane) {
-      const size_t f = f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
-      memset(a.o + t * a.ldo + h * dh, 0, dh * sizeof(float));
-    }
-    return;
-  }
-  // Keys past max_keys are masked for every lane: their blocks are skipped.
-  for (size_t j0 = 0; j0 < max_keys; j0 += kKVB) {
-    const size_t nj = max_keys - j0 < kKVB ? max_keys - j0 : kKVB;
-    size_t ldk, ldv;
-    const float* kb = KVRows<T>(a, a.k, a.ldk, a.k_head_stride, g, j0, nj, kbuf, ldk);
-    PanelRows<true>(nj, dh, kb, ldk, qt, st, nullptr);
-    if (j0 + nj > min_keys) MaskBlock(j0, nj, visible, st);
-    OnlineSoftmaxBlock(nj, st, m, l, alpha);
-    const float* vb = KVRows<T>(a, a.v, a.ldv, a.v_head_stride, g, j0, nj, vbuf, ldv);
-    PanelRows<false>(dh, nj, vb, ldv, st, ot, j0 == 0 ? nullptr : alpha);
-  }
-  for (size_t lane = 0; lane < n_f; ++lane) {
-    const size_t f = f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
-    // l == 0: every key masked for this query (its O^T column is 0).
-    const float inv = l[lane] == 0.0f ? 0.0f : 1.0f / l[lane];
+}
+
+// Writes block qb's normalised outputs (zeros for queries that saw no key).
+HWY_INLINE void FinishQueryBlock(const AttentionArgs& a, size_t g, const QueryBlock& qb) {
+  const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads;
+  for (size_t lane = 0; lane < qb.n_f; ++lane) {
+    const size_t f = qb.f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
     float* o = a.o + t * a.ldo + h * dh;
-    for (size_t c = 0; c < dh; ++c) o[c] = ot[c * kQB + lane] * inv;
+    if (qb.max_keys == 0) {  // O^T never written
+      memset(o, 0, dh * sizeof(float));
+      continue;
+    }
+    // l == 0: every key masked for this query (its O^T column is 0).
+    const float inv = qb.l[lane] == 0.0f ? 0.0f : 1.0f / qb.l[lane];
+    for (size_t c = 0; c < dh; ++c) o[c] = qb.ot[c * kQB + lane] * inv;
   }
+}
+
+// Prefill task: up to kTaskBlocks blocks of 32 queries of group g, from
+// query f0 (see lib/attention.h). Each K/V block is copied once and used by
+// every query block that sees it, which divides the K/V traffic by
+// kTaskBlocks; a task's working set (4 x 32 KiB of query state plus 64 KiB
+// of K and V at d = 128) stays in L2.
+// Scratch: [kTaskBlocks * QueryBlockFloats(d) + (kKVB + 2 kKVB d) * ... ].
+constexpr size_t kTaskBlocks = 4;
+
+HWY_INLINE size_t PrefillScratchFloats(size_t dh) {
+  return kTaskBlocks * QueryBlockFloats(dh) + kKVB * kQB + 2 * kKVB * dh;
+}
+
+template <class T>
+HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch) {
+  const size_t dh = a.head_dim, n_q = a.q_len * (a.n_heads / a.n_kv_heads);
+  QueryBlock blocks[kTaskBlocks];
+  size_t n_blocks = 0, max_keys = 0;
+  for (size_t f = f0; f < n_q && n_blocks < kTaskBlocks; f += kQB, ++n_blocks) {
+    QueryBlock& qb = blocks[n_blocks];
+    InitQueryBlock(a, g, f, n_q - f < kQB ? n_q - f : kQB,
+                   scratch + n_blocks * QueryBlockFloats(dh), qb);
+    if (qb.max_keys > max_keys) max_keys = qb.max_keys;
+  }
+  float* st = scratch + kTaskBlocks * QueryBlockFloats(dh);  // [kKVB][32]: S^T, then P^T
+  float* kbuf = st + kKVB * kQB;                             // [kKVB][d]
+  float* vbuf = kbuf + kKVB * dh;                            // [kKVB][d]
+  // Keys past a block's max_keys are masked for all its queries: skipped.
+  for (size_t j0 = 0; j0 < max_keys; j0 += kKVB) {
+    const size_t nj_all = max_keys - j0 < kKVB ? max_keys - j0 : kKVB;
+    CopyKVRows<T>(a, a.k, a.ldk, a.k_head_stride, g, j0, nj_all, kbuf);
+    CopyKVRows<T>(a, a.v, a.ldv, a.v_head_stride, g, j0, nj_all, vbuf);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      QueryBlock& qb = blocks[b];
+      if (qb.max_keys <= j0) continue;
+      const size_t nj = qb.max_keys - j0 < nj_all ? qb.max_keys - j0 : nj_all;
+      PanelRows<true>(nj, dh, kbuf, dh, qb.qt, st, nullptr);
+      if (j0 + nj > qb.min_keys) MaskBlock(j0, nj, qb.visible, st);
+      OnlineSoftmaxBlock(nj, st, qb.m, qb.l, qb.alpha);
+      PanelRows<false>(dh, nj, vbuf, dh, st, qb.ot, j0 == 0 ? nullptr : qb.alpha);
+    }
+  }
+  for (size_t b = 0; b < n_blocks; ++b) FinishQueryBlock(a, g, blocks[b]);
 }
 
 // Decoding task: keys [s * kSplitKeys, ...) of group g for its n_q <= 8
@@ -193,14 +232,14 @@ bool AttentionT(const AttentionArgs& a) {
   const size_t groups = a.n_kv_heads;
   std::atomic<bool> ok{true};
   if (n_q > kDecodeMaxQueries) {
-    // Prefill: items (group, block of 32 queries). Within a group the blocks
-    // are visited from both ends (0, n-1, 1, n-2, ...), so that under the
-    // causal mask, where block cost grows with its index, equal contiguous
-    // runs of items carry nearly equal work.
-    const size_t blocks = (n_q + kQB - 1) / kQB;
-    const size_t scratch_floats =
-        (2 * dh + kKVB) * kQB + 4 * kQB + (sizeof(T) == 2 ? 2 * kKVB * dh : 0);
-    const size_t cost = kQB * a.kv_len * dh / 2;  // ~ flops / 8
+    // Prefill: items (group, kTaskBlocks blocks of 32 queries). Within a
+    // group the items are visited from both ends (0, n-1, 1, n-2, ...), so
+    // that under the causal mask, where an item's cost grows with its index,
+    // equal contiguous runs of items carry nearly equal work.
+    const size_t span = kTaskBlocks * kQB;
+    const size_t blocks = (n_q + span - 1) / span;
+    const size_t scratch_floats = PrefillScratchFloats(dh);
+    const size_t cost = span * a.kv_len * dh / 2;  // ~ flops / 8
     detail::ParallelFor(groups * blocks, cost, [&](size_t begin, size_t end) HWY_ATTR {
       float* scratch = detail::ThreadScratch(scratch_floats);
       if (scratch == nullptr) {
@@ -210,7 +249,7 @@ bool AttentionT(const AttentionArgs& a) {
       for (size_t item = begin; item < end; ++item) {
         const size_t g = item / blocks, i = item % blocks;
         const size_t b = i % 2 == 0 ? i / 2 : blocks - 1 - i / 2;
-        PrefillTask<T>(a, g, b * kQB, scratch);
+        PrefillTask<T>(a, g, b * span, scratch);
       }
     });
     return ok.load();
