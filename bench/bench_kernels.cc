@@ -65,6 +65,7 @@ const bool kRegistered = [] {
     RegisterActivation("relu", TFK_ACT_RELU, n);
     RegisterActivation("gelu_erf", TFK_ACT_GELU_ERF, n);
     RegisterActivation("gelu_tanh", TFK_ACT_GELU_TANH, n);
+    RegisterActivation("silu", TFK_ACT_SILU, n);
   }
   RegisterNorm("layernorm", true, 2048, 4096);
   RegisterNorm("layernorm", true, 512, 1024);  // L2-resident

@@ -37,7 +37,7 @@ PATTERNS = [
 
 PEER_NAMES = {"openblas": "OpenBLAS", "onednn_packed": "oneDNN", "onednn": "oneDNN"}
 IN_PLACE = {"rope_half", "rope_interleaved"}
-KERNEL_ORDER = ["matmul", "softmax", "relu", "gelu_erf", "gelu_tanh", "layernorm", "rmsnorm",
+KERNEL_ORDER = ["matmul", "attention", "block", "softmax", "relu", "gelu_erf", "gelu_tanh", "silu", "layernorm", "rmsnorm",
                 "rope_half", "rope_interleaved"]
 ISA_ORDER = ["AVX3_SPR", "AVX3_ZEN4", "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3"]
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -154,8 +154,26 @@ def closest_memory(memory, kind, nbytes, threads):
     return best[1] if best else None
 
 
-def limit_for(kernel, shape, threads, isa, r, peak, memory):
+# tfk's own GEMM, the yardstick of attention prefill (docs/attention.md).
+GEMM_SHAPE = "M512_K4096_N4096"
+
+
+def limit_for(kernel, shape, threads, isa, r, peak, memory, tfk=None):
     """(limit value, what it is) for the share-of-machine column, or None."""
+    if kernel in ("attention", "block") and "decode" in shape and r.gbps:
+        # Decoding reads the KV cache (attention) or the weights (block) once.
+        lim = closest_memory(memory, "read", r.bytes or 0, threads)
+        if lim:
+            gbps = statistics.median(r.gbps)
+            return gbps / lim.median, f"read bandwidth ({gbps:.3g} GB/s)"
+        return None
+    if kernel == "attention":
+        gemm = (tfk or {}).get("matmul", {}).get((GEMM_SHAPE, threads), {}).get(isa)
+        if gemm:
+            return r.median / gemm.median, f"tfk matmul {GEMM_SHAPE}"
+    if kernel in ("attention", "block"):
+        p = peak.get((isa, threads))
+        return (r.median / p.median, f"{isa} FMA peak") if p else None
     if kernel == "matmul":
         m = re.match(r"M(\d+)_", shape)
         if m and int(m.group(1)) <= 8 and r.gbps:
@@ -178,7 +196,7 @@ def fmt(r):
     return f"{r.median:.3g} ({r.lo:.3g}–{r.hi:.3g}){flag}"
 
 
-def kernel_table(kernel, rows, peer_rows, peak, memory):
+def kernel_table(kernel, rows, peer_rows, peak, memory, tfk=None):
     isas = sorted({isa for by_isa in rows.values() for isa in by_isa}, key=isa_key)
     unit = next(iter(next(iter(rows.values())).values())).unit
     lines = [f"| shape | threads | " + " | ".join(isas) +
@@ -189,7 +207,7 @@ def kernel_table(kernel, rows, peer_rows, peak, memory):
         cells = [fmt(by_isa[i]) if i in by_isa else "" for i in isas]
         best_isa = max(by_isa, key=lambda i: by_isa[i].median)
         best = by_isa[best_isa]
-        lim = limit_for(kernel, shape, t, best_isa, best, peak, memory)
+        lim = limit_for(kernel, shape, t, best_isa, best, peak, memory, tfk)
         share = f"{100 * lim[0]:.0f} % of {lim[1]} ({best_isa})" if lim else ""
         peers = peer_rows.get((shape, t), {})
         if peers:
@@ -307,7 +325,7 @@ def render(results, context, cpu, command, img_dir, img_rel):
     os.makedirs(img_dir, exist_ok=True)
     for kernel in sorted(tfk, key=lambda k: KERNEL_ORDER.index(k) if k in KERNEL_ORDER else 99):
         rows = tfk[kernel]
-        unit, table = kernel_table(kernel, rows, peers.get(kernel, {}), peak, memory)
+        unit, table = kernel_table(kernel, rows, peers.get(kernel, {}), peak, memory, tfk)
         out += [f"## {kernel} ({unit})", ""] + table + [""]
         png = f"{kernel}.png"
         plot_kernel(kernel, rows, os.path.join(img_dir, png))

@@ -76,6 +76,37 @@ class ReportTest(unittest.TestCase):
         self.assertIn(f"| {100 * mm / peak:.0f} % of AVX2 FMA peak (AVX2) |", row)
         self.assertTrue(row.endswith(f"| {mm / max(ob, od):.2f} |"), row)
 
+    def test_attention_shares(self):
+        """Attention prefill is read against tfk's own GEMM, decoding against
+        the read bandwidth (entries made from the sample's by renaming)."""
+        data = copy.deepcopy(self.data)
+        extra = []
+        for b in data["benchmarks"]:
+            name = b["run_name"]
+            if name == "matmul/tfk_linear/M64_K1024_N1024/AVX2/threads:1/real_time":
+                gemm = dict(b, run_name=name.replace("M64_K1024_N1024", "M512_K4096_N4096"))
+                gemm["name"] = gemm["run_name"]
+                prefill = dict(b, run_name="attention/prefill_causal_L512_H32x32_D128/AVX2/"
+                               "threads:1/real_time", GFLOPS=b["GFLOPS"] * 0.75)
+                prefill["name"] = prefill["run_name"]
+                extra += [gemm, prefill]
+            if name == "matmul/tfk_linear/M1_K1024_N1024/AVX2/threads:1/real_time":
+                dec = dict(b, run_name="attention/decode_f32_L2048_H32x32_D128/AVX2/"
+                           "threads:1/real_time")
+                dec["name"] = dec["run_name"]
+                extra.append(dec)
+        data["benchmarks"] += extra
+        text = self.run_report(data)
+        self.assertIn("## attention (GFLOP/s)", text)
+        row = self.row(text, "attention", ["prefill_causal_L512_H32x32_D128", "1"])
+        self.assertIn("| 75 % of tfk matmul M512_K4096_N4096 (AVX2) |", row)
+        gbps = medians(self.data, "matmul/tfk_linear/M1_K1024_N1024/AVX2/threads:1/real_time",
+                       "bytes_per_second", 1e9)
+        read = medians(self.data, "memory/read/1048576/threads:1/real_time", "bytes_per_second", 1e9)
+        row = self.row(text, "attention", ["decode_f32_L2048_H32x32_D128", "1"])
+        self.assertIn(f"| {100 * gbps / read:.0f} % of read bandwidth ({gbps:.3g} GB/s) (AVX2) |",
+                      row)
+
     def test_spread_over_ten_percent_is_flagged(self):
         text = self.run_report(self.data)
         self.assertNotIn("⚠", self.row(text, "softmax", ["64x2048", "1"]).split("|")[3])
