@@ -461,6 +461,38 @@ TEST_P(LayerTest, Errors) {
   for (float v : y) ASSERT_EQ(v, 5.0f);  // nothing written
 }
 
+TEST_P(LayerTest, CppWrappers) {
+  const Block b(32, true, TFK_NORM_LAYER, 1, 3);
+  tfk::block blk(b.cfg);
+  tfk::kv_cache cache(8, 2, 8, TFK_DTYPE_BF16);
+  std::vector<char> ws(blk.workspace_size(8));
+  const auto X = Rand(8 * 32, 1.0f, 4);
+  std::vector<float> y1(8 * 32), y2(8 * 32);
+  blk.forward(5, X.data(), y1.data(), 32, ws.data(), ws.size(), &cache);
+  EXPECT_EQ(cache.length(), 5u);
+  cache.truncate(0);
+  blk.forward(5, X.data(), y2.data(), 32, ws.data(), ws.size(), &cache);
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), 5 * 32));
+  try {
+    blk.forward(4, X.data(), y1.data(), 32, ws.data(), ws.size(), &cache);  // 9 > capacity 8
+    FAIL() << "no exception";
+  } catch (const tfk::error& e) {
+    EXPECT_EQ(e.status(), TFK_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("no room"), std::string::npos) << e.what();
+  }
+  tfk_block_config bad = b.cfg;
+  bad.eps = -1.0f;
+  EXPECT_THROW(tfk::block{bad}, tfk::error);
+  // tfk::attention is tfk_attention on dense arrays.
+  const auto q = Rand(6 * 16, 1.0f, 5), kv = Rand(6 * 8, 1.0f, 6);
+  std::vector<float> o1(6 * 16), o2(6 * 16);
+  tfk::attention(6, 6, 2, 1, 8, q.data(), kv.data(), kv.data(), o1.data(), TFK_MASK_CAUSAL);
+  ASSERT_EQ(tfk_attention(6, 6, 2, 1, 8, q.data(), 16, kv.data(), 8, kv.data(), 8, o2.data(), 16,
+                          0.0f, TFK_MASK_CAUSAL),
+            TFK_SUCCESS);
+  EXPECT_TRUE(SameBits(o1.data(), o2.data(), o1.size()));
+}
+
 TFK_INSTANTIATE_FOR_EACH_ISA(LayerTest);
 
 }  // namespace

@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   const tfk::rope_config rope{128, 128, TFK_ROPE_HALF, 10000.0};
   const tfk::linear lin(1024, 1024, x.data());          // weights packed once
   const tfk::linear lin_decode(2048, 1024, x.data());
+  tfk::kv_cache cache(2048, 8, 128);
+  tfk::check(tfk_kv_cache_append(cache.get(), 2048, x.data(), 1024, x.data(), 1024));
   const std::vector<Kernel> kernels = {
       {"softmax", "1024x2048", rw, [&] { tfk::softmax(rows, cols, x.data(), y.data(), 0.125f); }},
       {"softmax causal", "1024x2048", rw,
@@ -77,6 +79,17 @@ int main(int argc, char** argv) {
        [&] { lin.forward(512, x.data(), y.data()); }},
       {"linear GFLOP/s", "1x2048x1024", -2.0 * 1 * 2048 * 1024,
        [&] { lin_decode.forward(1, x.data(), y.data()); }},
+      // Causal self-attention, 512 tokens x 8 heads x 128 (x as Q, K and V):
+      // GFLOP/s over the unmasked half; decoding one token of 8 heads from an
+      // fp32 KV cache of 2048 tokens: GB/s of cache read.
+      {"attention GF/s", "512x8x128", -4.0 * 512 * 512 * 128 * 8 / 2,
+       [&] {
+         tfk::attention(512, 512, 8, 8, 128, x.data(), x.data() + 1, x.data() + 2, y.data(),
+                        TFK_MASK_CAUSAL);
+       }},
+      {"kv decode", "2048x8x128", 2.0 * 2048 * 8 * 128 * 4,
+       [&] { tfk::check(tfk_kv_cache_attention(cache.get(), 1, 8, x.data(), 1024, y.data(), 1024,
+                                               0.0f, TFK_MASK_NONE)); }},
   };
 
   std::printf("%-15s %-14s", "kernel (GB/s)", "shape");

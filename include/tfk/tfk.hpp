@@ -154,6 +154,74 @@ class linear {
   tfk_linear* h_ = nullptr;
 };
 
+// O = softmax(scale Q K^T + mask) V per head over dense [tokens, heads, d]
+// arrays (scale 0: 1/sqrt(head_dim)).
+inline void attention(size_t q_len, size_t kv_len, size_t n_heads, size_t n_kv_heads,
+                      size_t head_dim, const float* Q, const float* K, const float* V, float* O,
+                      tfk_mask mask = TFK_MASK_NONE, float scale = 0.0f) {
+  check(tfk_attention(q_len, kv_len, n_heads, n_kv_heads, head_dim, Q, n_heads * head_dim, K,
+                      n_kv_heads * head_dim, V, n_kv_heads * head_dim, O, n_heads * head_dim,
+                      scale, mask));
+}
+
+namespace detail {
+// Move-only owner of a C handle with destroy function D.
+template <class T, void (*D)(T*)>
+class handle {
+ public:
+  handle() = default;
+  ~handle() { D(h_); }
+  handle(handle&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+  handle& operator=(handle&& o) noexcept {
+    if (this != &o) {
+      D(h_);
+      h_ = o.h_;
+      o.h_ = nullptr;
+    }
+    return *this;
+  }
+  handle(const handle&) = delete;
+  handle& operator=(const handle&) = delete;
+  T* get() const { return h_; }
+
+ protected:
+  T* h_ = nullptr;
+};
+}  // namespace detail
+
+// A KV cache (fp32 or bf16) for one attention layer.
+class kv_cache : public detail::handle<tfk_kv_cache, tfk_kv_cache_destroy> {
+ public:
+  kv_cache(size_t capacity, size_t n_kv_heads, size_t head_dim, tfk_dtype dtype = TFK_DTYPE_F32) {
+    check(tfk_kv_cache_create(&h_, capacity, n_kv_heads, head_dim, dtype));
+  }
+  size_t length() const {
+    size_t n = 0;
+    check(tfk_kv_cache_info(h_, &n, nullptr, nullptr));
+    return n;
+  }
+  void truncate(size_t length) { check(tfk_kv_cache_truncate(h_, length)); }
+};
+
+// A transformer block with packed weights; forward works in a caller-owned
+// workspace of workspace_size(n) bytes (e.g. a std::vector<char> kept
+// across calls) and appends to `cache` when one is given.
+class block : public detail::handle<tfk_block, tfk_block_destroy> {
+ public:
+  explicit block(const tfk_block_config& config) { check(tfk_block_create(&h_, &config)); }
+  size_t workspace_size(size_t n) const {
+    size_t bytes = 0;
+    check(tfk_block_workspace_size(h_, n, &bytes));
+    return bytes;
+  }
+  // Y[n, d_model] = block(X), dense rows; Y may be X.
+  void forward(size_t n, const float* X, float* Y, size_t d_model, void* workspace,
+               size_t workspace_bytes, kv_cache* cache = nullptr) const {
+    check(tfk_block_forward(h_, n, X, d_model, Y, d_model, cache ? cache->get() : nullptr,
+                            workspace, workspace_bytes));
+  }
+};
+
 }  // namespace tfk
 
 #endif  // TFK_TFK_HPP_
