@@ -139,7 +139,8 @@ def isa_key(isa):
 
 
 def shape_key(shape):
-    return [int(x) for x in re.findall(r"\d+", shape)]
+    """Shapes of one kind together ("decode_...", "prefill_..."), then by size."""
+    return (re.sub(r"\d+", "", shape), [int(x) for x in re.findall(r"\d+", shape)])
 
 
 def closest_memory(memory, kind, nbytes, threads):

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tfk/tfk.h"
+
 namespace tfk {
 
 // Queries are handled per KV head ("group"): the n_rep = n_heads / n_kv_heads
@@ -68,6 +70,10 @@ inline size_t VisibleKeys(const AttentionArgs& a, size_t t) {
 // Runs attention on the active target. Returns false if scratch memory
 // could not be allocated (nothing is then guaranteed about O).
 bool RunAttention(const AttentionArgs& a);
+
+// The number of KV heads and head_dim of a cache (lib/kv_cache.cc), for the
+// layers that attend through one.
+void KvCacheShape(const tfk_kv_cache* cache, size_t* n_kv_heads, size_t* head_dim);
 
 // Round to nearest even of a float to bf16 (NaN stays a quiet NaN).
 inline uint16_t FloatToBf16(float f) {

@@ -49,6 +49,11 @@ void AppendRows(tfk_kv_cache* c, void* dst, size_t first, size_t tokens, const f
 }
 
 }  // namespace
+
+void KvCacheShape(const tfk_kv_cache* cache, size_t* n_kv_heads, size_t* head_dim) {
+  *n_kv_heads = cache->n_kv_heads;
+  *head_dim = cache->head_dim;
+}
 }  // namespace tfk
 
 extern "C" {

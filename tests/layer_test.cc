@@ -458,6 +458,10 @@ TEST_P(LayerTest, Errors) {
   tfk::check(tfk_kv_cache_create(&cache, 3, 2, 8, TFK_DTYPE_F32));
   expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes), "room");
   tfk_kv_cache_destroy(cache);
+  tfk::check(tfk_kv_cache_create(&cache, 16, 1, 8, TFK_DTYPE_F32));  // the layer has 2 KV heads
+  expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes),
+         "KV heads");
+  tfk_kv_cache_destroy(cache);
   for (float v : y) ASSERT_EQ(v, 5.0f);  // nothing written
 }
 
