@@ -21,7 +21,6 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -193,18 +192,26 @@ HWY_INLINE void OnlineSoftmaxBlock(size_t nj, float* st, float* m, float* l, flo
 
 // ---- Decoding: dot products and value accumulation -------------------------
 
-// Decoding streams K from memory: the dot product of key j asks for the
-// lines of K row j + dist, ~4 KiB ahead (as the matmul's decoding tile
-// does). Rows below `avail` exist. Measured on AVX2, one query against 8192
-// keys x 32 heads: 7.1-7.5 GB/s without, 7.7-7.8 with; also prefetching
-// each V row during the dot products cost more (10 ns per key in cache)
-// than it gained.
+// Decoding streams K and V from memory, so the kernel asks for lines before
+// it needs them, spread evenly over its work (a burst of prefetches stalls
+// on the line-fill buffers): the dot product of key j asks for K row j + dist
+// (~4 KiB ahead, as the matmul's decoding tile does) and for V row j, which
+// the value pass reads right after the block's scores. Rows below `avail`
+// exist.
 template <class T>
-HWY_INLINE void PrefetchKeyAhead(const T* k, size_t ld, size_t j, size_t avail, size_t n,
-                                 size_t dist) {
-  if (j + dist >= avail) return;
-  const char* p = reinterpret_cast<const char*>(k + (j + dist) * ld);
+HWY_INLINE void PrefetchRow(const T* row, size_t n) {
+  const char* p = reinterpret_cast<const char*>(row);
   for (size_t off = 0; off < n * sizeof(T); off += 64) hwy::Prefetch(p + off);
+}
+
+template <class T>
+HWY_INLINE void PrefetchForKey(const T* k, const T* v, size_t ld_k, size_t ld_v, size_t j,
+                               size_t avail, size_t n) {
+  if (v == nullptr) return;
+  const size_t row_bytes = n * sizeof(T);
+  const size_t dist = row_bytes >= 4096 ? 1 : 4096 / row_bytes;
+  if (j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n);
+  PrefetchRow(v + j * ld_v, n);
 }
 
 // out[0:4] = the lane sums of (the whole vectors) v[0:4] after SumsOf4
@@ -235,54 +242,50 @@ HWY_INLINE void SumsOf4(D d, V a0, V a1, V a2, V a3, float* out) {
   StoreBlockSums(d, u, out);
 }
 
-// s[r] = dot(q[0:n], K row r) for r < kKeys (rows of stride ld): each load
-// of q serves kKeys independent FMA chains, and the lane sums come four at
-// a time from SumsOf4; then the scalar tail (n % N).
-template <size_t kKeys, class T>
-HWY_INLINE void DotGroup(const float* q, const T* k, size_t ld, size_t n, float* s) {
+// s[j] = dot(q[0:n], K row j) for j < nk, rows of stride ld. Four keys at a
+// time share each load of q; lanes are summed at the end, then the tail.
+// If v is not null, prefetches as above (K rows below avail).
+template <class T>
+HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t n, float* s,
+                        const T* v, size_t ld_v, size_t avail) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const size_t n_full = n - n % N;
-  VF acc[kKeys];
-#pragma GCC unroll 8
-  for (size_t r = 0; r < kKeys; ++r) acc[r] = hn::Zero(d);
-  for (size_t i = 0; i < n_full; i += N) {
-    const VF qv = hn::LoadU(d, q + i);
-#pragma GCC unroll 8
-    for (size_t r = 0; r < kKeys; ++r) acc[r] = hn::MulAdd(LoadKV(d, k + r * ld + i), qv, acc[r]);
-  }
-  HWY_ALIGN float sums[kKeys < 4 ? 4 : kKeys];
-  if (kKeys >= 4) {
-#pragma GCC unroll 2
-    for (size_t r = 0; r + 4 <= kKeys; r += 4) {
-      SumsOf4(d, acc[r], acc[r + 1], acc[r + 2], acc[r + 3], sums + r);
-    }
-  } else {
-    for (size_t r = 0; r < kKeys; ++r) sums[r] = hn::GetLane(hn::SumOfLanes(d, acc[r]));
-  }
-  for (size_t r = 0; r < kKeys; ++r) {
-    float t = sums[r];
-    for (size_t i = n_full; i < n; ++i) t += q[i] * KVToFloat(k[r * ld + i]);
-    s[r] = t;
-  }
-}
-
-// s[j] = dot(q[0:n], K row j) for j < nk, eight keys at a time (eight
-// accumulators keep both FMA pipes busy through their 4-cycle latency).
-// With prefetch, asks for K rows ahead (rows below avail exist).
-template <class T>
-HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t n, float* s,
-                        bool prefetch, size_t avail) {
-  const size_t dist = n * sizeof(T) >= 4096 ? 1 : 4096 / (n * sizeof(T));
   size_t j = 0;
-  for (; j + 8 <= nk; j += 8) {
-    if (prefetch) {
-      for (size_t r = j; r < j + 8; ++r) PrefetchKeyAhead(k, ld, r, avail, n, dist);
+  for (; j + 4 <= nk; j += 4) {
+    const T* r0 = k + j * ld;
+    const T* r1 = r0 + ld;
+    const T* r2 = r1 + ld;
+    const T* r3 = r2 + ld;
+    for (size_t r = j; r < j + 4; ++r) PrefetchForKey(k, v, ld, ld_v, r, avail, n);
+    VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n_full; i += N) {
+      const VF qv = hn::LoadU(d, q + i);
+      a0 = hn::MulAdd(LoadKV(d, r0 + i), qv, a0);
+      a1 = hn::MulAdd(LoadKV(d, r1 + i), qv, a1);
+      a2 = hn::MulAdd(LoadKV(d, r2 + i), qv, a2);
+      a3 = hn::MulAdd(LoadKV(d, r3 + i), qv, a3);
     }
-    DotGroup<8>(q, k + j * ld, ld, n, s + j);
+    HWY_ALIGN float sums[4];
+    SumsOf4(d, a0, a1, a2, a3, sums);
+    float t0 = sums[0], t1 = sums[1], t2 = sums[2], t3 = sums[3];
+    for (size_t i = n_full; i < n; ++i) {
+      t0 += q[i] * KVToFloat(r0[i]);
+      t1 += q[i] * KVToFloat(r1[i]);
+      t2 += q[i] * KVToFloat(r2[i]);
+      t3 += q[i] * KVToFloat(r3[i]);
+    }
+    s[j] = t0, s[j + 1] = t1, s[j + 2] = t2, s[j + 3] = t3;
   }
-  for (; j + 4 <= nk; j += 4) DotGroup<4>(q, k + j * ld, ld, n, s + j);
-  for (; j < nk; ++j) DotGroup<1>(q, k + j * ld, ld, n, s + j);
+  for (; j < nk; ++j) {
+    const T* r = k + j * ld;
+    PrefetchForKey(k, v, ld, ld_v, j, avail, n);
+    VF a = hn::Zero(d);
+    for (size_t i = 0; i < n_full; i += N) a = hn::MulAdd(LoadKV(d, r + i), hn::LoadU(d, q + i), a);
+    float t = hn::GetLane(hn::SumOfLanes(d, a));
+    for (size_t i = n_full; i < n; ++i) t += q[i] * KVToFloat(r[i]);
+    s[j] = t;
+  }
 }
 
 // o[c0 .. c0 + kNV*N) = init + sum_{j < nk} p[j] V[j][c] in registers

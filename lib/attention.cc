@@ -174,11 +174,12 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
       if (end[f] <= j0) continue;
       const size_t nk = end[f] - j0 < kKVB ? end[f] - j0 : kKVB;
       float* st = state + f * (dh + 2);
-      // The first query, which reads K from memory, prefetches ahead (up to
-      // the group's last key: beyond the split, which this task or a
+      // The first query, which reads K and V from memory, prefetches (K up
+      // to the group's last key: beyond the split, which this task or a
       // neighbour reads next).
       const T* vb = vbase + j0 * a.ldv;
-      DotRows(nk, qs + f * dh, kbase + j0 * a.ldk, a.ldk, dh, sc, f == 0, a.kv_len - j0);
+      DotRows(nk, qs + f * dh, kbase + j0 * a.ldk, a.ldk, dh, sc, f == 0 ? vb : nullptr, a.ldv,
+              a.kv_len - j0);
       const bool first = j0 == k_begin;  // every query sees the split's first key
       const float alpha = OnlineSoftmaxRow(nk, sc, st[0], st[1]);
       AccumulateValues(nk, sc, vb, a.ldv, dh, st + 2, alpha, first);
