@@ -206,10 +206,8 @@ HWY_INLINE void PrefetchRow(const T* row, size_t n) {
 
 template <class T>
 HWY_INLINE void PrefetchForKey(const T* k, const T* v, size_t ld_k, size_t ld_v, size_t j,
-                               size_t avail, size_t n) {
+                               size_t avail, size_t n, size_t dist) {
   if (v == nullptr) return;
-  const size_t row_bytes = n * sizeof(T);
-  const size_t dist = row_bytes >= 4096 ? 1 : 4096 / row_bytes;
   if (j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n);
   PrefetchRow(v + j * ld_v, n);
 }
@@ -251,13 +249,16 @@ HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t
   const DF d;
   const size_t N = hn::Lanes(d);
   const size_t n_full = n - n % N;
+  // Prefetch distance in rows, ~4 KiB (computed once: a division per key
+  // showed in profiles).
+  const size_t dist = n * sizeof(T) >= 4096 ? 1 : 4096 / (n * sizeof(T));
   size_t j = 0;
   for (; j + 4 <= nk; j += 4) {
     const T* r0 = k + j * ld;
     const T* r1 = r0 + ld;
     const T* r2 = r1 + ld;
     const T* r3 = r2 + ld;
-    for (size_t r = j; r < j + 4; ++r) PrefetchForKey(k, v, ld, ld_v, r, avail, n);
+    for (size_t r = j; r < j + 4; ++r) PrefetchForKey(k, v, ld, ld_v, r, avail, n, dist);
     VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i < n_full; i += N) {
       const VF qv = hn::LoadU(d, q + i);
@@ -279,7 +280,7 @@ HWY_INLINE void DotRows(size_t nk, const float* q, const T* k, size_t ld, size_t
   }
   for (; j < nk; ++j) {
     const T* r = k + j * ld;
-    PrefetchForKey(k, v, ld, ld_v, j, avail, n);
+    PrefetchForKey(k, v, ld, ld_v, j, avail, n, dist);
     VF a = hn::Zero(d);
     for (size_t i = 0; i < n_full; i += N) a = hn::MulAdd(LoadKV(d, r + i), hn::LoadU(d, q + i), a);
     float t = hn::GetLane(hn::SumOfLanes(d, a));
