@@ -1,9 +1,10 @@
 // tfk-errors: measures each kernel's largest error against a double-precision
 // reference on every supported ISA and prints a Markdown table (the
 // "Measured" section of docs/numerics.md). Errors are in units of
-// u = 2^-24: relative for softmax and GELU erf, a share of the bound for GELU
-// tanh, absolute in normalised units for the norms (outputs are O(1)), and
-// relative to |x0| + |x1| of the pair for RoPE.
+// u = 2^-24: relative for softmax, GELU erf and SiLU, a share of the bound
+// for GELU tanh, absolute in normalised units for the norms (outputs are
+// O(1)), relative to |x0| + |x1| of the pair for RoPE, and relative to
+// sum_j p_j |v_j| for attention.
 #include <tfk/tfk.hpp>
 
 #include <algorithm>
@@ -54,6 +55,7 @@ double Gelu(tfk_activation act) {
     const double xd = x[i];
     const double u2 = 2 * std::sqrt(2 / M_PI) * (xd + 0.044715 * xd * xd * xd);
     const double ref = act == TFK_ACT_GELU_ERF ? xd * 0.5 * std::erfc(-xd / std::sqrt(2.0))
+                       : act == TFK_ACT_SILU   ? xd / (1 + std::exp(-xd))
                                                : xd / (1 + std::exp(-u2));
     if (std::fabs(ref) < 1e-37) continue;  // denormal results: absolute bound
     double err = std::fabs(y[i] - ref) / (std::fabs(ref) * kU);
@@ -114,6 +116,54 @@ double Rope(tfk_rope_pairing pairing) {
   return worst;
 }
 
+// Causal self-attention, 300 tokens, GQA 4/2, head_dim 64, through both
+// kernels (prefill, and one-token decoding against a KV cache): the largest
+// |O - r| in units of u sum_j p_j |v_j| (the scale of the bound's rounding
+// term, docs/numerics.md).
+double Attention(bool decode) {
+  const size_t n = 300, h = 4, g = 2, d = 64;
+  const std::vector<float> q = Uniform(n * h * d, -1, 1, 7), k = Uniform(n * g * d, -1, 1, 8),
+                           v = Uniform(n * g * d, -1, 1, 9);
+  std::vector<float> o(n * h * d);
+  if (decode) {
+    tfk::kv_cache cache(n, g, d);
+    for (size_t t = 0; t < n; ++t) {
+      tfk::check(tfk_kv_cache_append(cache.get(), 1, &k[t * g * d], g * d, &v[t * g * d], g * d));
+      tfk::check(tfk_kv_cache_attention(cache.get(), 1, h, &q[t * h * d], h * d, &o[t * h * d],
+                                        h * d, 0.0f, TFK_MASK_CAUSAL));
+    }
+  } else {
+    tfk::attention(n, n, h, g, d, q.data(), k.data(), v.data(), o.data(), TFK_MASK_CAUSAL);
+  }
+  const double s = static_cast<double>(1.0f / std::sqrt(64.0f));
+  double worst = 0;
+  std::vector<double> p(n);
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t hh = 0; hh < h; ++hh) {
+      const float* qr = &q[(t * h + hh) * d];
+      const size_t gg = hh / (h / g);
+      double m = -INFINITY, l = 0;
+      for (size_t j = 0; j <= t; ++j) {
+        double acc = 0;
+        for (size_t c = 0; c < d; ++c) acc += s * qr[c] * k[(j * g + gg) * d + c];
+        p[j] = acc;
+        m = std::max(m, acc);
+      }
+      for (size_t j = 0; j <= t; ++j) l += (p[j] = std::exp(p[j] - m));
+      for (size_t c = 0; c < d; ++c) {
+        double ref = 0, mag = 0;
+        for (size_t j = 0; j <= t; ++j) {
+          const double vv = v[(j * g + gg) * d + c];
+          ref += p[j] / l * vv;
+          mag += p[j] / l * std::fabs(vv);
+        }
+        worst = std::max(worst, std::fabs(o[(t * h + hh) * d + c] - ref) / (mag * kU));
+      }
+    }
+  }
+  return worst;
+}
+
 }  // namespace
 
 int main() {
@@ -121,11 +171,14 @@ int main() {
       {"softmax [64, 1000], x in [-10, 10] (relative)", Softmax},
       {"GELU erf, x in [-14, 10] (relative)", [] { return Gelu(TFK_ACT_GELU_ERF); }},
       {"GELU tanh, x in [-14, 10] (share of its bound)", [] { return Gelu(TFK_ACT_GELU_TANH); }},
+      {"SiLU, x in [-14, 10] (relative)", [] { return Gelu(TFK_ACT_SILU); }},
       {"LayerNorm [64, 1000] (absolute)", [] { return Norm(true, 0.0f); }},
       {"LayerNorm, rows 1e4 + 1e-2 noise (absolute)", [] { return Norm(true, 1e4f); }},
       {"RMSNorm [64, 1000] (absolute)", [] { return Norm(false, 0.0f); }},
       {"RoPE interleaved, positions to 1e6 (relative to the pair size)", [] { return Rope(TFK_ROPE_INTERLEAVED); }},
       {"RoPE half-split, positions to 1e6 (relative to the pair size)", [] { return Rope(TFK_ROPE_HALF); }},
+      {"attention, causal 300 x GQA 4/2 x 64, prefill (units of u sum_j p_j abs(v_j))", [] { return Attention(false); }},
+      {"attention, same, decoding token by token from a KV cache", [] { return Attention(true); }},
   };
   const std::vector<std::string> isas = tfk::supported_isas();
   std::printf("| max error, units of u = 2^-24 |");
