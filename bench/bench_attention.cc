@@ -19,27 +19,17 @@ void RegisterPrefill(size_t len, size_t n_kv) {
   const std::string name = "attention/prefill_causal_L" + std::to_string(len) + "_" + Heads(n_kv) +
                            "_D" + std::to_string(kDim);
   const double flops = 4.0 * len * len * kDim * kHeads / 2;
-  for (const std::string& isa : tfk::supported_isas()) {
-    for (int threads : ThreadCounts()) {
-      const std::string label = name + "/" + isa + "/threads:" + std::to_string(threads);
-      benchmark::RegisterBenchmark(label.c_str(), [=](benchmark::State& state) {
-        tfk::scoped_max_isa cap(isa);
-        tfk::set_num_threads(threads);
-        Floats q(len * kHeads * kDim, -1, 1), k(len * n_kv * kDim, -1, 1),
-            v(len * n_kv * kDim, -1, 1), o(len * kHeads * kDim);
-        for (auto _ : state) {
-          tfk::check(tfk_attention(len, len, kHeads, n_kv, kDim, q.p, kHeads * kDim, k.p,
-                                   n_kv * kDim, v.p, n_kv * kDim, o.p, kHeads * kDim, 0.0f,
-                                   TFK_MASK_CAUSAL));
-          benchmark::DoNotOptimize(o.p);
-        }
-        state.counters["GFLOPS"] =
-            benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-        state.SetLabel(isa);
-        tfk::set_num_threads(0);
-      })->UseRealTime()->Unit(benchmark::kMillisecond);
+  RegisterPerIsaState(name, benchmark::kMillisecond, [=](benchmark::State& state) {
+    Floats q(len * kHeads * kDim, -1, 1), k(len * n_kv * kDim, -1, 1),
+        v(len * n_kv * kDim, -1, 1), o(len * kHeads * kDim);
+    for (auto _ : state) {
+      tfk::check(tfk_attention(len, len, kHeads, n_kv, kDim, q.p, kHeads * kDim, k.p,
+                               n_kv * kDim, v.p, n_kv * kDim, o.p, kHeads * kDim, 0.0f,
+                               TFK_MASK_CAUSAL));
+      benchmark::DoNotOptimize(o.p);
     }
-  }
+    SetGflops(state, flops);
+  });
 }
 
 void RegisterDecode(size_t len, size_t n_kv, tfk_dtype dtype) {
@@ -48,30 +38,20 @@ void RegisterDecode(size_t len, size_t n_kv, tfk_dtype dtype) {
                            std::to_string(len) + "_" + Heads(n_kv) + "_D" + std::to_string(kDim);
   const double bytes = 2.0 * len * n_kv * kDim * (bf16 ? 2 : 4);
   const double flops = 4.0 * len * kDim * kHeads;
-  for (const std::string& isa : tfk::supported_isas()) {
-    for (int threads : ThreadCounts()) {
-      const std::string label = name + "/" + isa + "/threads:" + std::to_string(threads);
-      benchmark::RegisterBenchmark(label.c_str(), [=](benchmark::State& state) {
-        tfk::scoped_max_isa cap(isa);
-        tfk::set_num_threads(threads);
-        Floats kv(len * n_kv * kDim, -1, 1), q(kHeads * kDim, -1, 1), o(kHeads * kDim);
-        tfk_kv_cache* cache = nullptr;
-        tfk::check(tfk_kv_cache_create(&cache, len, n_kv, kDim, dtype));
-        tfk::check(tfk_kv_cache_append(cache, len, kv.p, n_kv * kDim, kv.p, n_kv * kDim));
-        for (auto _ : state) {
-          tfk::check(tfk_kv_cache_attention(cache, 1, kHeads, q.p, kHeads * kDim, o.p,
-                                            kHeads * kDim, 0.0f, TFK_MASK_CAUSAL));
-          benchmark::DoNotOptimize(o.p);
-        }
-        tfk_kv_cache_destroy(cache);
-        state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-        state.counters["GFLOPS"] =
-            benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-        state.SetLabel(isa);
-        tfk::set_num_threads(0);
-      })->UseRealTime()->Unit(benchmark::kMicrosecond);
+  RegisterPerIsaState(name, benchmark::kMicrosecond, [=](benchmark::State& state) {
+    Floats kv(len * n_kv * kDim, -1, 1), q(kHeads * kDim, -1, 1), o(kHeads * kDim);
+    tfk_kv_cache* cache = nullptr;
+    tfk::check(tfk_kv_cache_create(&cache, len, n_kv, kDim, dtype));
+    tfk::check(tfk_kv_cache_append(cache, len, kv.p, n_kv * kDim, kv.p, n_kv * kDim));
+    for (auto _ : state) {
+      tfk::check(tfk_kv_cache_attention(cache, 1, kHeads, q.p, kHeads * kDim, o.p, kHeads * kDim,
+                                        0.0f, TFK_MASK_CAUSAL));
+      benchmark::DoNotOptimize(o.p);
     }
-  }
+    tfk_kv_cache_destroy(cache);
+    state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+    SetGflops(state, flops);
+  });
 }
 
 const bool kRegistered = [] {

@@ -58,41 +58,31 @@ void Register(size_t d, size_t heads, bool decode) {
   const size_t n = decode ? 1 : kTokens;
   const double weight_bytes = 12.0 * d * d * 4;
   const double flops = n * (24.0 * d * d + (decode ? 4.0 * kTokens * d : 2.0 * kTokens * d));
-  for (const std::string& isa : tfk::supported_isas()) {
-    for (int threads : ThreadCounts()) {
-      const std::string label = name + "/" + isa + "/threads:" + std::to_string(threads);
-      benchmark::RegisterBenchmark(label.c_str(), [=](benchmark::State& state) {
-        BlockHandle& b = GetBlock(d, heads);
-        tfk::scoped_max_isa cap(isa);
-        tfk::set_num_threads(threads);
-        Floats x(n * d, -1, 1), y(n * d);
-        size_t bytes = 0;
-        tfk::check(tfk_block_workspace_size(b.block, kTokens, &bytes));
-        std::vector<char> ws(bytes);
-        tfk_kv_cache* cache = nullptr;
-        if (decode) {
-          // A cache holding kTokens tokens (their values do not matter for
-          // the time); each step appends one, truncated back after it.
-          Floats kv(kTokens * d, -1, 1);
-          tfk::check(tfk_kv_cache_create(&cache, kTokens + 1, heads, d / heads, TFK_DTYPE_F32));
-          tfk::check(tfk_kv_cache_append(cache, kTokens, kv.p, d, kv.p, d));
-        }
-        for (auto _ : state) {
-          tfk::check(tfk_block_forward(b.block, n, x.p, d, y.p, d, cache, ws.data(), bytes));
-          if (cache) tfk::check(tfk_kv_cache_truncate(cache, kTokens));
-          benchmark::DoNotOptimize(y.p);
-        }
-        tfk_kv_cache_destroy(cache);
-        state.counters["tokens_per_second"] =
-            benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
-        state.counters["GFLOPS"] =
-            benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-        if (decode) state.SetBytesProcessed(static_cast<int64_t>(weight_bytes * state.iterations()));
-        state.SetLabel(isa);
-        tfk::set_num_threads(0);
-      })->UseRealTime()->Unit(benchmark::kMillisecond);
+  RegisterPerIsaState(name, benchmark::kMillisecond, [=](benchmark::State& state) {
+    BlockHandle& b = GetBlock(d, heads);
+    Floats x(n * d, -1, 1), y(n * d);
+    size_t bytes = 0;
+    tfk::check(tfk_block_workspace_size(b.block, kTokens, &bytes));
+    std::vector<char> ws(bytes);
+    tfk_kv_cache* cache = nullptr;
+    if (decode) {
+      // A cache holding kTokens tokens (their values do not matter for the
+      // time); each step appends one, truncated back after it.
+      Floats kv(kTokens * d, -1, 1);
+      tfk::check(tfk_kv_cache_create(&cache, kTokens + 1, heads, d / heads, TFK_DTYPE_F32));
+      tfk::check(tfk_kv_cache_append(cache, kTokens, kv.p, d, kv.p, d));
     }
-  }
+    for (auto _ : state) {
+      tfk::check(tfk_block_forward(b.block, n, x.p, d, y.p, d, cache, ws.data(), bytes));
+      if (cache) tfk::check(tfk_kv_cache_truncate(cache, kTokens));
+      benchmark::DoNotOptimize(y.p);
+    }
+    tfk_kv_cache_destroy(cache);
+    state.counters["tokens_per_second"] =
+        benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
+    SetGflops(state, flops);
+    if (decode) state.SetBytesProcessed(static_cast<int64_t>(weight_bytes * state.iterations()));
+  });
 }
 
 const bool kRegistered = [] {

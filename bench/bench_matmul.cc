@@ -10,28 +10,19 @@ namespace {
 
 void RegisterTfk(const Shape& s) {
   const double flops = 2.0 * s.M * s.N * s.K;
-  for (const std::string& isa : tfk::supported_isas()) {
-    for (int threads : ThreadCounts()) {
-      const std::string name = "matmul/tfk_linear/" + s.Name() + "/" + isa +
-                               "/threads:" + std::to_string(threads);
-      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-        tfk::scoped_max_isa cap(isa);
-        tfk::set_num_threads(threads);
-        Floats x(s.M * s.K), w(s.K * s.N, -0.05f, 0.05f), y(s.M * s.N);
-        tfk_linear* layer = nullptr;
-        tfk::check(tfk_linear_create(&layer, s.K, s.N, w.p, s.N, TFK_LAYOUT_KN, nullptr,
-                                     TFK_ACT_NONE));
-        for (auto _ : state) {
-          tfk::check(tfk_linear_forward(layer, s.M, x.p, s.K, y.p, s.N, nullptr, 0));
-          benchmark::DoNotOptimize(y.p);
-        }
-        tfk_linear_destroy(layer);
-        SetMatmulCounters(state, s, flops);
-        state.SetLabel(isa);
-        tfk::set_num_threads(0);
-      })->UseRealTime()->Unit(benchmark::kMillisecond);
-    }
-  }
+  RegisterPerIsaState("matmul/tfk_linear/" + s.Name(), benchmark::kMillisecond,
+                      [=](benchmark::State& state) {
+                        Floats x(s.M * s.K), w(s.K * s.N, -0.05f, 0.05f), y(s.M * s.N);
+                        tfk_linear* layer = nullptr;
+                        tfk::check(tfk_linear_create(&layer, s.K, s.N, w.p, s.N, TFK_LAYOUT_KN,
+                                                     nullptr, TFK_ACT_NONE));
+                        for (auto _ : state) {
+                          tfk::check(tfk_linear_forward(layer, s.M, x.p, s.K, y.p, s.N, nullptr, 0));
+                          benchmark::DoNotOptimize(y.p);
+                        }
+                        tfk_linear_destroy(layer);
+                        SetMatmulCounters(state, s, flops);
+                      });
 }
 
 const bool kRegistered = [] {

@@ -41,25 +41,42 @@ inline std::vector<int> ThreadCounts() {
   return {1, all};
 }
 
-// Runs `setup()` once per benchmark run and times `run()`; bytes per run.
 using Runner = std::function<void()>;
 using Setup = std::function<Runner()>;
 
-inline void RegisterPerIsa(const std::string& name, double bytes, Setup setup) {
+// Registers body(state) per supported ISA and thread count, as "name/ISA/
+// threads:T", with tfk capped at the ISA and split into T tasks while it
+// runs; body times its own loop and sets its own counters.
+inline void RegisterPerIsaState(const std::string& name, benchmark::TimeUnit unit,
+                                std::function<void(benchmark::State&)> body) {
   for (const std::string& isa : tfk::supported_isas()) {
     for (int threads : ThreadCounts()) {
       const std::string label = name + "/" + isa + "/threads:" + std::to_string(threads);
       benchmark::RegisterBenchmark(label.c_str(), [=](benchmark::State& state) {
         tfk::scoped_max_isa cap(isa);
         tfk::set_num_threads(threads);
-        Runner run = setup();
-        for (auto _ : state) run();
-        state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+        body(state);
         state.SetLabel(isa);
         tfk::set_num_threads(0);
-      })->UseRealTime()->Unit(benchmark::kMicrosecond);
+      })->UseRealTime()->Unit(unit);
     }
   }
+}
+
+// Per ISA and thread count: runs `setup()` once per benchmark run and times
+// `run()`; `bytes` moved per run.
+inline void RegisterPerIsa(const std::string& name, double bytes, Setup setup) {
+  RegisterPerIsaState(name, benchmark::kMicrosecond, [=](benchmark::State& state) {
+    Runner run = setup();
+    for (auto _ : state) run();
+    state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  });
+}
+
+// GFLOPS counter: `flops` per iteration, as a rate.
+inline void SetGflops(benchmark::State& state, double flops) {
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 // For peers and machine limits: registered per thread count only.
