@@ -329,6 +329,125 @@ HWY_INLINE void AccumulateValues(size_t nk, const float* p, const T* v, size_t l
   }
 }
 
+// ---- Decoding from a bf16 cache: pairs split into even and odd lanes -------
+//
+// 2N bf16 values loaded as N 32-bit lanes hold element 2i in the low half
+// and 2i+1 in the high half of lane i, so one shift and one AND give both as
+// floats (two operations per 2N values, against a widening load, a
+// zero-extension and a shift per N). The query and the output accumulator
+// are kept "pair-split" to line up with them: each chunk of 2N elements is
+// stored as [x0 x2 .. x(2N-2) | x1 x3 .. x(2N-1)]; elements past the last
+// whole chunk stay in place and take the scalar path.
+
+// Reorders x[0:n] into pair-split form, or back with `inverse`.
+HWY_INLINE void SplitPairs(float* x, size_t n, bool inverse) {
+  const size_t N = hn::Lanes(DF());
+  HWY_ALIGN float tmp[2 * HWY_MAX_BYTES / sizeof(float)];
+  for (size_t c0 = 0; c0 + 2 * N <= n; c0 += 2 * N) {
+    for (size_t i = 0; i < 2 * N; ++i) tmp[i] = x[c0 + i];
+    for (size_t i = 0; i < N; ++i) {
+      if (inverse) {
+        x[c0 + 2 * i] = tmp[i];
+        x[c0 + 2 * i + 1] = tmp[N + i];
+      } else {
+        x[c0 + i] = tmp[2 * i];
+        x[c0 + N + i] = tmp[2 * i + 1];
+      }
+    }
+  }
+}
+
+HWY_INLINE void LoadPairs(DF d, const uint16_t* p, VF& even, VF& odd) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Repartition<uint16_t, DF> d16;
+  const auto raw = hn::BitCast(du, hn::LoadU(d16, p));
+  even = hn::BitCast(d, hn::ShiftLeft<16>(raw));
+  odd = hn::BitCast(d, hn::And(raw, hn::Set(du, 0xFFFF0000u)));
+}
+
+// DotRows for a bf16 cache; q is pair-split. Same contract otherwise.
+HWY_INLINE void DotRows(size_t nk, const float* q, const uint16_t* k, size_t ld, size_t n,
+                        float* s, const uint16_t* v, size_t ld_v, size_t avail) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n_full = n - n % (2 * N);
+  const size_t dist = n * 2 >= 4096 ? 1 : 4096 / (n * 2);
+  size_t j = 0;
+  for (; j + 4 <= nk; j += 4) {
+    const uint16_t* r[4] = {k + j * ld, k + (j + 1) * ld, k + (j + 2) * ld, k + (j + 3) * ld};
+    for (size_t rr = j; rr < j + 4; ++rr) PrefetchForKey(k, v, ld, ld_v, rr, avail, n, dist);
+    VF acc[4] = {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
+    for (size_t i = 0; i < n_full; i += 2 * N) {
+      const VF qe = hn::LoadU(d, q + i), qo = hn::LoadU(d, q + i + N);
+#pragma GCC unroll 4
+      for (size_t t = 0; t < 4; ++t) {
+        VF e, o;
+        LoadPairs(d, r[t] + i, e, o);
+        acc[t] = hn::MulAdd(o, qo, hn::MulAdd(e, qe, acc[t]));
+      }
+    }
+    HWY_ALIGN float sums[4];
+    SumsOf4(d, acc[0], acc[1], acc[2], acc[3], sums);
+    for (size_t t = 0; t < 4; ++t) {
+      for (size_t i = n_full; i < n; ++i) sums[t] += q[i] * Bf16ToFloat(r[t][i]);
+      s[j + t] = sums[t];
+    }
+  }
+  for (; j < nk; ++j) {
+    const uint16_t* r = k + j * ld;
+    PrefetchForKey(k, v, ld, ld_v, j, avail, n, dist);
+    VF acc = hn::Zero(d);
+    for (size_t i = 0; i < n_full; i += 2 * N) {
+      VF e, o;
+      LoadPairs(d, r + i, e, o);
+      acc = hn::MulAdd(o, hn::LoadU(d, q + i + N), hn::MulAdd(e, hn::LoadU(d, q + i), acc));
+    }
+    float t = hn::GetLane(hn::SumOfLanes(d, acc));
+    for (size_t i = n_full; i < n; ++i) t += q[i] * Bf16ToFloat(r[i]);
+    s[j] = t;
+  }
+}
+
+// kChunks chunks of 2N columns from c0, 2 accumulators each (o pair-split).
+template <size_t kChunks>
+HWY_INLINE void ValuePairs(size_t nk, const float* p, const uint16_t* v, size_t ld, size_t c0,
+                           float* o, float alpha, bool first) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  VF acc[2 * kChunks];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < 2 * kChunks; ++i) {
+    acc[i] = first ? hn::Zero(d) : hn::Mul(hn::Set(d, alpha), hn::LoadU(d, o + c0 + i * N));
+  }
+  for (size_t j = 0; j < nk; ++j) {
+    const VF pj = hn::Set(d, p[j]);
+    const uint16_t* row = v + j * ld + c0;
+#pragma GCC unroll 4
+    for (size_t c = 0; c < kChunks; ++c) {
+      VF e, od;
+      LoadPairs(d, row + c * 2 * N, e, od);
+      acc[2 * c] = hn::MulAdd(pj, e, acc[2 * c]);
+      acc[2 * c + 1] = hn::MulAdd(pj, od, acc[2 * c + 1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t i = 0; i < 2 * kChunks; ++i) hn::StoreU(acc[i], d, o + c0 + i * N);
+}
+
+// AccumulateValues for a bf16 cache; o is pair-split.
+HWY_INLINE void AccumulateValues(size_t nk, const float* p, const uint16_t* v, size_t ld,
+                                 size_t n, float* o, float alpha, bool first) {
+  const size_t C = 2 * hn::Lanes(DF());
+  size_t c = 0;
+  for (; c + 4 * C <= n; c += 4 * C) ValuePairs<4>(nk, p, v, ld, c, o, alpha, first);
+  for (; c + C <= n; c += C) ValuePairs<1>(nk, p, v, ld, c, o, alpha, first);
+  for (; c < n; ++c) {
+    float acc = first ? 0.0f : alpha * o[c];
+    for (size_t j = 0; j < nk; ++j) acc += p[j] * Bf16ToFloat(v[j * ld + c]);
+    o[c] = acc;
+  }
+}
+
 // exp(a) for one float a <= 0 by the vector routine (same results as lanes).
 HWY_INLINE float ExpNonPositive1(float a) {
   const hn::CappedTag<float, 1> d1;

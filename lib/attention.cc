@@ -157,6 +157,7 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
     const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
     const float* q = a.q + t * a.ldq + h * dh;
     for (size_t k = 0; k < dh; ++k) qs[f * dh + k] = a.scale * q[k];
+    if (sizeof(T) == 2) SplitPairs(qs + f * dh, dh, false);  // see LoadPairs
     const size_t vis = VisibleKeys(a, t);
     end[f] = vis < k_end ? vis : k_end;
     if (end[f] > last) last = end[f];
@@ -186,7 +187,8 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
     }
   }
   for (size_t f = 0; f < n_q; ++f) {
-    const float* st = state + f * (dh + 2);
+    float* st = state + f * (dh + 2);
+    if (sizeof(T) == 2) SplitPairs(st + 2, dh, true);
     if (final) {
       const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
       float* o = a.o + t * a.ldo + h * dh;
