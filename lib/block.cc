@@ -42,11 +42,16 @@ tfk_status Norm(const tfk_block* b, size_t n, const float* x, size_t ldx, const 
              : tfk_rmsnorm(n, b->d_model, x, ldx, gamma, b->eps, y, ldy);
 }
 
-size_t Inner(const tfk_block* b, size_t n) {
+// The larger of the MHA's and the FFN's workspace for n tokens; false if n
+// is too large for either.
+bool InnerBytes(const tfk_block* b, size_t n, size_t* bytes) {
   size_t m = 0, f = 0;
-  tfk_mha_workspace_size(b->mha, n, &m);
-  tfk_ffn_workspace_size(b->ffn, n, &f);
-  return m > f ? m : f;
+  if (tfk_mha_workspace_size(b->mha, n, &m) != TFK_SUCCESS ||
+      tfk_ffn_workspace_size(b->ffn, n, &f) != TFK_SUCCESS) {
+    return false;
+  }
+  *bytes = m > f ? m : f;
+  return true;
 }
 
 }  // namespace
@@ -109,11 +114,8 @@ TFK_API tfk_status tfk_block_workspace_size(const tfk_block* block, size_t n, si
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "bytes", bytes));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t inner = 0;
-  if (tfk_mha_workspace_size(block->mha, n, &inner) != TFK_SUCCESS ||
-      tfk_ffn_workspace_size(block->ffn, n, &inner) != TFK_SUCCESS) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
-  }
-  *bytes = WorkspaceBytes({n * block->d_model}) + Inner(block, n);
+  if (!InnerBytes(block, n, &inner)) return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  *bytes = WorkspaceBytes({n * block->d_model}) + inner;
   return TFK_SUCCESS;
 }
 
@@ -141,7 +143,7 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
   WorkspaceCarver carve(workspace);
   float* t = carve.Take(n * d);
   void* inner = carve.Take(0);
-  const size_t inner_bytes = Inner(block, n);
+  const size_t inner_bytes = need - WorkspaceBytes({n * d});  // InnerBytes(block, n)
   const float *g1 = OrNull(block->g1), *b1 = OrNull(block->b1);
   const float *g2 = OrNull(block->g2), *b2 = OrNull(block->b2);
   tfk_status s;

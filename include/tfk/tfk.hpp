@@ -112,58 +112,6 @@ inline void matmul(size_t M, size_t N, size_t K, const float* A, const float* B,
                    C, ldc ? ldc : N));
 }
 
-// Owns a tfk_linear handle: weights packed once at construction.
-class linear {
- public:
-  linear(size_t K, size_t N, const float* W, tfk_layout layout = TFK_LAYOUT_KN,
-         const float* bias = nullptr, tfk_activation act = TFK_ACT_NONE, size_t ldw = 0) {
-    check(tfk_linear_create(&h_, K, N, W, ldw ? ldw : (layout == TFK_LAYOUT_KN ? N : K), layout,
-                            bias, act));
-  }
-  ~linear() { tfk_linear_destroy(h_); }
-  linear(linear&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
-  linear& operator=(linear&& o) noexcept {
-    if (this != &o) {
-      tfk_linear_destroy(h_);
-      h_ = o.h_;
-      o.h_ = nullptr;
-    }
-    return *this;
-  }
-  linear(const linear&) = delete;
-  linear& operator=(const linear&) = delete;
-
-  // Y[M,N] = R + act(X W + bias); R may be null or equal to Y.
-  void forward(size_t M, const float* X, float* Y, const float* R = nullptr) const {
-    check(tfk_linear_forward(h_, M, X, K(), Y, N(), R, N()));
-  }
-  size_t K() const { return info().k; }
-  size_t N() const { return info().n; }
-  size_t bytes() const { return info().bytes; }
-  const tfk_linear* handle() const { return h_; }
-
- private:
-  struct Info {
-    size_t k, n, bytes;
-  };
-  Info info() const {
-    Info i{};
-    check(tfk_linear_info(h_, &i.k, &i.n, &i.bytes));
-    return i;
-  }
-  tfk_linear* h_ = nullptr;
-};
-
-// O = softmax(scale Q K^T + mask) V per head over dense [tokens, heads, d]
-// arrays (scale 0: 1/sqrt(head_dim)).
-inline void attention(size_t q_len, size_t kv_len, size_t n_heads, size_t n_kv_heads,
-                      size_t head_dim, const float* Q, const float* K, const float* V, float* O,
-                      tfk_mask mask = TFK_MASK_NONE, float scale = 0.0f) {
-  check(tfk_attention(q_len, kv_len, n_heads, n_kv_heads, head_dim, Q, n_heads * head_dim, K,
-                      n_kv_heads * head_dim, V, n_kv_heads * head_dim, O, n_heads * head_dim,
-                      scale, mask));
-}
-
 namespace detail {
 // Move-only owner of a C handle with destroy function D.
 template <class T, void (*D)(T*)>
@@ -188,6 +136,45 @@ class handle {
   T* h_ = nullptr;
 };
 }  // namespace detail
+
+// Owns a tfk_linear handle: weights packed once at construction.
+class linear : public detail::handle<tfk_linear, tfk_linear_destroy> {
+ public:
+  linear(size_t K, size_t N, const float* W, tfk_layout layout = TFK_LAYOUT_KN,
+         const float* bias = nullptr, tfk_activation act = TFK_ACT_NONE, size_t ldw = 0) {
+    check(tfk_linear_create(&h_, K, N, W, ldw ? ldw : (layout == TFK_LAYOUT_KN ? N : K), layout,
+                            bias, act));
+  }
+
+  // Y[M,N] = R + act(X W + bias); R may be null or equal to Y.
+  void forward(size_t M, const float* X, float* Y, const float* R = nullptr) const {
+    check(tfk_linear_forward(h_, M, X, K(), Y, N(), R, N()));
+  }
+  size_t K() const { return info().k; }
+  size_t N() const { return info().n; }
+  size_t bytes() const { return info().bytes; }
+
+ private:
+  struct Info {
+    size_t k, n, bytes;
+  };
+  Info info() const {
+    Info i{};
+    check(tfk_linear_info(h_, &i.k, &i.n, &i.bytes));
+    return i;
+  }
+  tfk_linear* h_ = nullptr;
+};
+
+// O = softmax(scale Q K^T + mask) V per head over dense [tokens, heads, d]
+// arrays (scale 0: 1/sqrt(head_dim)).
+inline void attention(size_t q_len, size_t kv_len, size_t n_heads, size_t n_kv_heads,
+                      size_t head_dim, const float* Q, const float* K, const float* V, float* O,
+                      tfk_mask mask = TFK_MASK_NONE, float scale = 0.0f) {
+  check(tfk_attention(q_len, kv_len, n_heads, n_kv_heads, head_dim, Q, n_heads * head_dim, K,
+                      n_kv_heads * head_dim, V, n_kv_heads * head_dim, O, n_heads * head_dim,
+                      scale, mask));
+}
 
 // A KV cache (fp32 or bf16) for one attention layer.
 class kv_cache : public detail::handle<tfk_kv_cache, tfk_kv_cache_destroy> {
