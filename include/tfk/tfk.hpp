@@ -163,7 +163,6 @@ class linear : public detail::handle<tfk_linear, tfk_linear_destroy> {
     check(tfk_linear_info(h_, &i.k, &i.n, &i.bytes));
     return i;
   }
-  tfk_linear* h_ = nullptr;
 };
 
 // O = softmax(scale Q K^T + mask) V per head over dense [tokens, heads, d]
