@@ -18,9 +18,9 @@
 // Special values: f(+inf) = +inf, f(-inf) = +0, NaN -> NaN, both for huge
 // |x| and denormals.
 //
-// Cost: these functions are bound by the FP ports (on AVX2 here ~2.5 vector
-// FP operations per ns per core, divisions aside), so every operation counts:
-// GELU-erf takes ~35, GELU-tanh ~24 and SiLU ~21.
+// Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
+// vector operations per ns per core, divisions aside), so every operation
+// counts: GELU-erf takes ~35, GELU-tanh ~24 and SiLU ~21.
 
 #if defined(TFK_LIB_ACTIVATION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TFK_LIB_ACTIVATION_INL_H_
