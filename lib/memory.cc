@@ -1,10 +1,42 @@
 #include "lib/memory.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 namespace tfk {
 namespace detail {
+
+namespace {
+// The size of the highest-level cache Linux reports for CPU 0 in sysfs, or 0.
+// Inside a VM, glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) can report the host's
+// L3 from CPUID (64 MiB on one 2-core VM where sysfs shows the 8 MiB the VM
+// is given), so sysfs comes first.
+size_t SysfsLastLevelCacheBytes() {
+  size_t best_level = 0, best_bytes = 0;
+  for (int index = 0; index < 8; ++index) {
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+    FILE* f = fopen(path, "r");
+    if (f == nullptr) break;
+    unsigned level = 0;
+    const bool have_level = fscanf(f, "%u", &level) == 1;
+    fclose(f);
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    f = fopen(path, "r");
+    if (f == nullptr) continue;
+    unsigned long long value = 0;
+    char unit = 0;
+    const int got = fscanf(f, "%llu%c", &value, &unit);
+    fclose(f);
+    if (!have_level || got < 1 || level < best_level) continue;
+    const unsigned long long scale = unit == 'K' ? 1ull << 10 : unit == 'M' ? 1ull << 20 : 1;
+    best_level = level;
+    best_bytes = static_cast<size_t>(value * scale);
+  }
+  return best_bytes;
+}
+}  // namespace
 
 size_t StreamThresholdBytes() {
   static const size_t threshold = [] {
@@ -15,11 +47,14 @@ size_t StreamThresholdBytes() {
       const unsigned long long v = strtoull(env, &end, 10);
       if (end != env && *end == '\0') return static_cast<size_t>(v);
     }
-    long l3 = -1;
+    size_t llc = SysfsLastLevelCacheBytes();
 #ifdef _SC_LEVEL3_CACHE_SIZE
-    l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc == 0) {
+      const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+      llc = l3 > 0 ? static_cast<size_t>(l3) : 0;
+    }
 #endif
-    return l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
+    return llc != 0 ? llc / 2 : size_t{16} << 20;
   }();
   return threshold;
 }

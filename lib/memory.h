@@ -9,10 +9,11 @@ namespace tfk {
 namespace detail {
 
 // Outputs at least this large are written with non-temporal (streaming)
-// stores: the last-level cache size (sysconf), or 32 MiB if unknown. Such an
-// output cannot stay in cache for its consumer anyway, and a streaming store
-// skips the read-for-ownership a normal store does, so an out-of-place pass
-// moves 2 bytes per byte written instead of 3. The environment variable
+// stores: half the last-level cache (sysfs, else sysconf; 16 MiB if unknown).
+// Input and output together then exceed the cache, so the output cannot stay
+// there for its consumer anyway, and a streaming store skips the
+// read-for-ownership a normal store does: an out-of-place pass moves 2 bytes
+// per byte written instead of 3. The environment variable
 // TFK_STREAM_THRESHOLD (bytes) overrides it.
 size_t StreamThresholdBytes();
 

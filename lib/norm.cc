@@ -9,6 +9,9 @@
 //   2. var = sum(((x - p) - m_lo)^2) / n (two-pass: no cancellation);
 //   3. y = ((x - p) - m_lo) * (rstd * gamma) + beta.
 // RMSNorm: ms = sum(x^2) / n, then y = x * (rstd * gamma).
+// Only the first pass reads memory; outputs past the streaming threshold are
+// written with streaming stores (LayerNorm [2048, 4096], AVX2, 1 thread:
+// 6.1 -> 7.9 GB/s; the copy of the same bytes moves 9.5).
 // If a finite row overflows these float sums (|x| > ~1e19) or may have
 // underflowed them (statistic + eps < 2^-100, e.g. |x| ~ 1e-30 with eps = 0),
 // the row is redone in double precision on the scalar path. Rows with inf or
@@ -22,7 +25,12 @@
 
 #include <math.h>
 
+#include <type_traits>
+
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "lib/elementwise-inl.h"
+#include "lib/memory.h"
 #include "lib/norm.h"
 #include "lib/threading.h"
 
@@ -57,28 +65,36 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f) {
 
 // y[k] = ((x[k] - pivot) - shift) * scale[k] + bias[k], with scale[k] =
 // mul * gamma[k] (mul if no gamma) and bias[k] = beta[k] (0 if no beta).
-// n >= Lanes(d).
-template <class D>
+// n >= Lanes(d). kStream: whole aligned vectors are written with streaming
+// stores (the caller flushes); the few elements before y's first aligned
+// vector take single lanes, which compute the same bits.
+template <bool kStream, class D>
 HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, float shift,
                           float mul, const float* gamma, const float* beta) {
-  using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
-  const V vpivot = hn::Set(d, pivot), vshift = hn::Set(d, shift), vmul = hn::Set(d, mul);
-  const auto one = [&](size_t k) HWY_ATTR {
-    const V s = gamma ? hn::Mul(hn::LoadU(d, gamma + k), vmul) : vmul;
-    const V b = beta ? hn::LoadU(d, beta + k) : hn::Zero(d);
-    const V c = hn::Sub(hn::Sub(hn::LoadU(d, x + k), vpivot), vshift);
+  const auto one = [&](auto dd, size_t k) HWY_ATTR {
+    using V = hn::Vec<decltype(dd)>;
+    const V vmul = hn::Set(dd, mul);
+    const V s = gamma ? hn::Mul(hn::LoadU(dd, gamma + k), vmul) : vmul;
+    const V b = beta ? hn::LoadU(dd, beta + k) : hn::Zero(dd);
+    const V c = hn::Sub(hn::Sub(hn::LoadU(dd, x + k), hn::Set(dd, pivot)), hn::Set(dd, shift));
     return hn::MulAdd(c, s, b);
   };
-  const V last = one(n - N);  // before any store: in-place safe
+  const auto last = one(d, n - N);  // before any store: in-place safe
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(one(i), d, y + i);
+  if (kStream) {
+    const hn::CappedTag<float, 1> d1;
+    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) hn::StoreU(one(d1, i), d1, y + i);
+    for (; i + N <= n; i += N) hn::Stream(one(d, i), d, y + i);
+  } else {
+    for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
+  }
   if (i != n) hn::StoreU(last, d, y + n - N);
 }
 
 constexpr float kMinStatistic = 7.8886091e-31f;  // 2^-100
 
-template <class D>
+template <bool kStream, class D>
 HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
                               const float* beta, float eps) {
   using V = hn::Vec<D>;
@@ -96,10 +112,10 @@ HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const flo
   if (!(isfinite(m_lo) && isfinite(var) && var + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return LayerNormRowF64(x, y, n, gamma, beta, eps);
   }
-  AffineRow(d, x, y, n, p, m_lo, 1.0f / sqrtf(var + eps), gamma, beta);
+  AffineRow<kStream>(d, x, y, n, p, m_lo, 1.0f / sqrtf(var + eps), gamma, beta);
 }
 
-template <class D>
+template <bool kStream, class D>
 HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
                             float eps) {
   using V = hn::Vec<D>;
@@ -108,36 +124,44 @@ HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float
   if (!(isfinite(ms) && ms + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return RmsNormRowF64(x, y, n, gamma, eps);
   }
-  AffineRow(d, x, y, n, 0.0f, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr);
+  AffineRow<kStream>(d, x, y, n, 0.0f, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr);
 }
 
-// Runs row(d, x_row, y_row) over the rows in parallel; d is a full vector
-// when a row holds one, else a single lane.
+// Runs row(kStream tag, d, x_row, y_row) over the rows in parallel; d is a
+// full vector when a row holds one, else a single lane. Outputs at least
+// StreamThresholdBytes() large are written with streaming stores: a row's
+// three passes are short, and without the read-for-ownership of y's lines an
+// out-of-place pass moves 2 bytes per byte written instead of 3.
 template <class RowFn>
 HWY_INLINE void ForEachRow(const NormArgs& a, const RowFn& row) {
+  const hn::ScalableTag<float> d;
+  const bool stream = a.cols >= hn::Lanes(d) &&
+                      a.rows * a.cols * sizeof(float) >= detail::StreamThresholdBytes();
   detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
-    const hn::ScalableTag<float> d;
     for (size_t r = begin; r < end; ++r) {
       const float* x = a.x + r * a.ldx;
       float* y = a.y + r * a.ldy;
-      if (a.cols >= hn::Lanes(d)) {
-        row(d, x, y);
+      if (stream) {
+        row(std::true_type(), d, x, y);
+      } else if (a.cols >= hn::Lanes(d)) {
+        row(std::false_type(), d, x, y);
       } else {
-        row(hn::CappedTag<float, 1>(), x, y);
+        row(std::false_type(), hn::CappedTag<float, 1>(), x, y);
       }
     }
+    if (stream) hwy::FlushStream();
   });
 }
 
 void LayerNormRows(const NormArgs& a) {
-  ForEachRow(a, [&](auto d, const float* x, float* y) HWY_ATTR {
-    LayerNormRowT(d, x, y, a.cols, a.gamma, a.beta, a.eps);
+  ForEachRow(a, [&](auto stream, auto d, const float* x, float* y) HWY_ATTR {
+    LayerNormRowT<decltype(stream)::value>(d, x, y, a.cols, a.gamma, a.beta, a.eps);
   });
 }
 
 void RmsNormRows(const NormArgs& a) {
-  ForEachRow(a, [&](auto d, const float* x, float* y) HWY_ATTR {
-    RmsNormRowT(d, x, y, a.cols, a.gamma, a.eps);
+  ForEachRow(a, [&](auto stream, auto d, const float* x, float* y) HWY_ATTR {
+    RmsNormRowT<decltype(stream)::value>(d, x, y, a.cols, a.gamma, a.eps);
   });
 }
 
