@@ -138,10 +138,34 @@ HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float
   for (size_t b = 0; b < n_blocks; ++b) FinishQueryBlock(a, g, blocks[b]);
 }
 
+// One block of nk keys for kQ queries that see the same keys: scores,
+// online softmax per query, value sums. state: per query (m, l, o[d]),
+// stride d + 2; sc: kQ score rows of kKVB + 16.
+constexpr size_t kScoreStride = kKVB + 16;
+
+template <size_t kQ, class T>
+HWY_INLINE void DecodeBlock(size_t nk, const float* qs, size_t dh, const T* kb, size_t ldk,
+                            const T* vb, size_t ldv, bool prefetch, size_t avail, float* sc,
+                            float* state, bool first) {
+  DotRows<kQ>(nk, qs, dh, kb, ldk, dh, sc, kScoreStride, prefetch ? vb : nullptr, ldv, avail);
+  float alpha[kQ];
+  for (size_t f = 0; f < kQ; ++f) {
+    float* st = state + f * (dh + 2);
+    alpha[f] = OnlineSoftmaxRow(nk, sc + f * kScoreStride, st[0], st[1]);
+  }
+  AccumulateValues<kQ>(nk, sc, kScoreStride, vb, ldv, dh, state + 2, dh + 2, alpha, first);
+}
+
 // Decoding task: keys [s * kSplitKeys, ...) of group g for its n_q <= 8
 // queries. Writes per query (m, l, o[d]) to part, stride d + 2, or, if
 // final, the normalised output rows directly.
-// Scratch: [n_q * (d + 2) + n_q * d + kKVB + 16] floats.
+// Scratch: DecodeScratchFloats(n_q, d).
+constexpr size_t kDecodeTile = 4;  // queries per DecodeBlock
+
+HWY_INLINE size_t DecodeScratchFloats(size_t n_q, size_t dh) {
+  return n_q * (2 * dh + 2) + kDecodeTile * kScoreStride;
+}
+
 template <class T>
 HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool final,
                              float* part, float* scratch) {
@@ -150,7 +174,7 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
   const size_t k_end = k_begin + kSplitKeys < a.kv_len ? k_begin + kSplitKeys : a.kv_len;
   float* state = scratch;                 // per query: m, l, o[d]
   float* qs = state + n_q * (dh + 2);     // per query: scale * q
-  float* sc = qs + n_q * dh;              // scores of one block
+  float* sc = qs + n_q * dh;              // scores of one block, per query of a tile
   size_t end[kDecodeMaxQueries];
   size_t last = k_begin;
   for (size_t f = 0; f < n_q; ++f) {
@@ -169,21 +193,31 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
   const T* kbase = static_cast<const T*>(a.k) + g * a.k_head_stride;
   const T* vbase = static_cast<const T*>(a.v) + g * a.v_head_stride;
   // Blocks outer, queries inner: a block of K and V (kKVB rows) stays in L1/L2
-  // for every query of the group.
+  // for every query of the group. Queries that see the same keys (the heads
+  // of one token) go through DecodeBlock together, up to kDecodeTile at once.
+  // The first tile, which reads K and V from memory, prefetches (K up to the
+  // group's last key: beyond the split, which this task or a neighbour reads
+  // next). Every query sees the split's first key, so its sums start at 0.
   for (size_t j0 = k_begin; j0 < last; j0 += kKVB) {
-    for (size_t f = 0; f < n_q; ++f) {
-      if (end[f] <= j0) continue;
-      const size_t nk = end[f] - j0 < kKVB ? end[f] - j0 : kKVB;
-      float* st = state + f * (dh + 2);
-      // The first query, which reads K and V from memory, prefetches (K up
-      // to the group's last key: beyond the split, which this task or a
-      // neighbour reads next).
-      const T* vb = vbase + j0 * a.ldv;
-      DotRows(nk, qs + f * dh, kbase + j0 * a.ldk, a.ldk, dh, sc, f == 0 ? vb : nullptr, a.ldv,
-              a.kv_len - j0);
-      const bool first = j0 == k_begin;  // every query sees the split's first key
-      const float alpha = OnlineSoftmaxRow(nk, sc, st[0], st[1]);
-      AccumulateValues(nk, sc, vb, a.ldv, dh, st + 2, alpha, first);
+    const T* kb = kbase + j0 * a.ldk;
+    const T* vb = vbase + j0 * a.ldv;
+    const bool first = j0 == k_begin;
+    size_t f1 = 0;
+    for (size_t f0 = 0; f0 < n_q; f0 = f1) {
+      f1 = f0 + 1;
+      while (f1 < n_q && f1 - f0 < kDecodeTile && end[f1] == end[f0]) ++f1;
+      if (end[f0] <= j0) continue;
+      const size_t nk = end[f0] - j0 < kKVB ? end[f0] - j0 : kKVB;
+      const float* q = qs + f0 * dh;
+      float* st = state + f0 * (dh + 2);
+      const bool pf = f0 == 0;
+      const size_t avail = a.kv_len - j0;
+      switch (f1 - f0) {
+        case 1: DecodeBlock<1>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
+        case 2: DecodeBlock<2>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
+        case 3: DecodeBlock<3>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
+        default: DecodeBlock<4>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
+      }
     }
   }
   for (size_t f = 0; f < n_q; ++f) {
@@ -262,7 +296,7 @@ bool AttentionT(const AttentionArgs& a) {
   detail::CallBuffer part_buf(split ? groups * n_splits * n_q * (dh + 2) : 1);
   float* part = part_buf.get();
   if (part == nullptr) return false;
-  const size_t scratch_floats = n_q * (2 * dh + 2) + kKVB + 16;
+  const size_t scratch_floats = DecodeScratchFloats(n_q, dh);
   const size_t cost = kSplitKeys * dh * 2 * sizeof(T);
   detail::ParallelFor(groups * n_splits, cost, [&](size_t begin, size_t end) HWY_ATTR {
     float* scratch = detail::ThreadScratch(scratch_floats);

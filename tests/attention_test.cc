@@ -104,9 +104,10 @@ void ExpectAttention(Problem& pb, float scale, const char* what, bool bf16 = fal
   }
 }
 
-// Shapes: the decoding path (<= 8 queries per KV head, splits of 256 keys),
-// the prefill path (blocks of 32 queries x 64 keys), GQA and MQA, causal with
-// q_len < kv_len and q_len > kv_len (queries that see nothing), odd head_dim.
+// Shapes: the decoding path (<= 8 queries per KV head, splits of 256 keys,
+// tiles of 1-4 queries that see the same keys), the prefill path (blocks of
+// 32 queries x 64 keys), GQA and MQA, causal with q_len < kv_len and
+// q_len > kv_len (queries that see nothing), odd head_dim.
 std::vector<Shape> Shapes() {
   return {
       {1, 1, 1, 1, 1, false},      {1, 7, 2, 2, 7, false},     {7, 7, 2, 1, 7, true},
@@ -114,6 +115,7 @@ std::vector<Shape> Shapes() {
       {1, 1000, 8, 1, 96, true},   {2, 1000, 8, 2, 80, true},  {3, 97, 8, 2, 17, true},
       {5, 1000, 4, 4, 16, true},   {40, 20, 2, 1, 8, true},    {33, 130, 2, 2, 256, true},
       {64, 64, 1, 1, 255, false},  {1000, 1000, 1, 1, 16, true}, {8, 513, 1, 1, 5, false},
+      {1, 300, 6, 2, 40, true},    {1, 257, 6, 1, 36, false},  {1, 70, 12, 4, 131, true},
   };
 }
 
@@ -245,7 +247,8 @@ class KvCacheTest : public IsaTest {};
 // whole sequence, for both element types, checked against the reference.
 TEST_P(KvCacheTest, IncrementalDecodingMatchesReference) {
   for (tfk_dtype dtype : {TFK_DTYPE_F32, TFK_DTYPE_BF16}) {
-    for (const Shape& s : {Shape{300, 300, 4, 2, 64, true}, Shape{40, 40, 4, 1, 17, true}}) {
+    for (const Shape& s : {Shape{300, 300, 4, 2, 64, true}, Shape{40, 40, 4, 1, 17, true},
+                           Shape{30, 30, 6, 2, 19, true}}) {
       Problem pb(s, 2, 1, 21);
       Cache cache(s.kv_len + 5, s.n_kv_heads, s.d, dtype);
       const size_t prompt = s.q_len / 3;
