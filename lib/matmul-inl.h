@@ -69,11 +69,13 @@ HWY_INLINE V ApplyEpilogue(D d, V s, const Epilogue& e, const float* c_old, cons
 // (64-byte aligned); w: [kMR][32] partial sums. If last, applies the
 // epilogue and writes columns [0, n_valid) of the tile to c (stride ldc),
 // whose absolute position is (row0, col0) for bias and residual.
+// pf (may be null): one 64-byte line to prefetch per k-step, pf + 16 k: the
+// caller's share of the next panel slice (see Gemm).
 template <size_t kMR, bool kPrefetch>
 HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
                        const float* HWY_RESTRICT b, float* HWY_RESTRICT w, bool first,
                        bool last, float* c, size_t ldc, size_t n_valid, size_t row0,
-                       size_t col0, const Epilogue& epi) {
+                       size_t col0, const Epilogue& epi, const float* pf) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kMR][kNV];
@@ -92,6 +94,8 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
       // k-step carries many FMAs.
       hwy::Prefetch(bk + 32 * kNR);
       hwy::Prefetch(bk + 32 * kNR + 16);
+    } else if (pf != nullptr) {
+      hwy::Prefetch(pf + 16 * k);
     }
     if (kNV <= 2) {
       // AVX-512: both B vectors stay loaded; each broadcast of A is used at
@@ -157,7 +161,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
 }
 
 using TileFn = void (*)(size_t, const float*, size_t, const float*, float*, bool, bool, float*,
-                        size_t, size_t, size_t, size_t, const Epilogue&);
+                        size_t, size_t, size_t, size_t, const Epilogue&, const float*);
 
 // Tile kernels for 1 .. kMaxMR rows.
 // prefetch: the decoding variant, which prefetches B ahead.

@@ -34,6 +34,14 @@ bool Gemm(const GemmArgs& g) {
   // (Packed weights only: the unpacked path packs B slices of kc rows into
   // scratch, which must stay small.)
   const bool decode = g.packed != nullptr && g.M <= kMaxMR;
+  // Packed weights with several row tiles (M = 8 on AVX2's 3-row tiles, and
+  // up): the first tile of a panel slice would wait for it from memory while
+  // the others find it in L2, so memory and FMAs would take turns. Instead
+  // the tiles of each slice prefetch the next slice, one line per k-step,
+  // the first tile its first kb lines and the second the rest, so the stream
+  // runs while all tiles compute (AVX2, 1 / 2 threads, K = N = 4096: M = 8
+  // 20.4 / 37.4 -> 28.4 / 50.8 GFLOP/s; M = 64 33.9 / 64.9 -> 36.4 / 71.5).
+  const bool stream_next = g.packed != nullptr && !decode;
   const size_t kc = decode || g.K < blk.kc ? g.K : blk.kc;
   const size_t n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
@@ -95,12 +103,25 @@ bool Gemm(const GemmArgs& g) {
           }
           const size_t col0 = p * kNR;
           const size_t n_valid = g.N - col0 < kNR ? g.N - col0 : kNR;
-          for (size_t r = m0; r < m1; r += kMaxMR) {
+          // The slice this task reads next: the next panel of the group, or
+          // the group's first panel in the next k-block (none at the end).
+          const float* next = nullptr;
+          if (stream_next) {
+            if (p + 1 < p1) {
+              next = g.packed + ((p + 1) * g.K + k0) * kNR;
+            } else if (k0 + kb < g.K) {
+              next = g.packed + (p0 * g.K + k0 + kb) * kNR;
+            }
+          }
+          for (size_t r = m0, t = 0; r < m1; r += kMaxMR, ++t) {
             const size_t rows = m1 - r < kMaxMR ? m1 - r : kMaxMR;
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
             const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
+            // Tile t prefetches lines [t kb, (t + 1) kb) of the next slice's
+            // 2 kb (a slice row is 128 bytes).
+            const float* pf = next != nullptr && t < 2 ? next + t * kb * 16 : nullptr;
             TileForRows(rows, decode)(kb, a, g.lda, bslice, wt, first, last,
-                              g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi);
+                                      g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf);
           }
         }
       }
