@@ -42,6 +42,7 @@ double Ref(tfk_activation act, float x) {
     case TFK_ACT_GELU_ERF: return RefGeluErf(x);
     case TFK_ACT_GELU_TANH: return RefGeluTanh(x);
     case TFK_ACT_SILU: return RefSilu(x);
+    case TFK_ACT_NONE: return x;
   }
   return NAN;
 }
@@ -53,6 +54,7 @@ double Tol(tfk_activation act, float x, double ref) {
     case TFK_ACT_GELU_TANH:
       return (8 + 6 * std::fabs(TanhArg(x))) * kEps * std::fabs(ref) + Denormal(x);
     case TFK_ACT_SILU: return 6 * kEps * std::fabs(ref) + Denormal(x);
+    case TFK_ACT_NONE: return 0.0;
   }
   return 0.0;
 }
