@@ -91,9 +91,11 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
     if (kPrefetch) {
       // Decoding streams each panel once from memory: ask for it 32 k-steps
       // (4 KiB) ahead, beyond what the out-of-order window reaches when a
-      // k-step carries many FMAs.
-      hwy::Prefetch(bk + 32 * kNR);
-      hwy::Prefetch(bk + 32 * kNR + 16);
+      // k-step carries many FMAs (within the slice: k + 32 < kc).
+      if (k + 32 < kc) {
+        hwy::Prefetch(bk + 32 * kNR);
+        hwy::Prefetch(bk + 32 * kNR + 16);
+      }
     } else if (pf != nullptr) {
       hwy::Prefetch(pf + 16 * k);
     }

@@ -106,11 +106,14 @@ bool Gemm(const GemmArgs& g) {
           // The slice this task reads next: the next panel of the group, or
           // the group's first panel in the next k-block (none at the end).
           const float* next = nullptr;
+          size_t next_kb = 0;  // its k-steps: 2 next_kb lines
           if (stream_next) {
             if (p + 1 < p1) {
               next = g.packed + ((p + 1) * g.K + k0) * kNR;
+              next_kb = kb;
             } else if (k0 + kb < g.K) {
               next = g.packed + (p0 * g.K + k0 + kb) * kNR;
+              next_kb = g.K - (k0 + kb) < kc ? g.K - (k0 + kb) : kc;
             }
           }
           for (size_t r = m0, t = 0; r < m1; r += kMaxMR, ++t) {
@@ -118,8 +121,9 @@ bool Gemm(const GemmArgs& g) {
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
             const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
             // Tile t prefetches lines [t kb, (t + 1) kb) of the next slice's
-            // 2 kb (a slice row is 128 bytes).
-            const float* pf = next != nullptr && t < 2 ? next + t * kb * 16 : nullptr;
+            // 2 next_kb (a slice row is 128 bytes), if they lie within it.
+            const float* pf = next != nullptr && (t + 1) * kb <= 2 * next_kb ? next + t * kb * 16
+                                                                              : nullptr;
             TileForRows(rows, decode)(kb, a, g.lda, bslice, wt, first, last,
                                       g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf);
           }
