@@ -1,5 +1,5 @@
-// Row loops for elementwise kernels (activations, residual add). Each row is
-// processed with full vectors; the tail is the last full vector of the row,
+// Row loops for elementwise kernels (activations, residual add) and the
+// norms' output pass (WriteRow). Each row is processed with full vectors; the tail is the last full vector of the row,
 // computed from the input before the main loop stores anything (so in-place
 // use stays correct), or, for rows shorter than a vector, single lanes.
 // Elementwise results do not depend on which lane computes them, so every
@@ -64,6 +64,29 @@ HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
   if (i != n) hn::StoreU(last, d, y + n - N);
 }
 
+// y[i] = one(tag, i) for i < n >= Lanes(d), where one computes element i
+// (or the lanes from i) from inputs that y equals or is disjoint from: the
+// last vector is computed before any store (in-place safety) and covers the
+// tail. kStream: whole aligned vectors go out as streaming stores (the
+// caller flushes), the elements before y's first aligned vector as single
+// lanes, which compute the same bits.
+template <bool kStream, class D, class One>
+HWY_INLINE void WriteRow(D d, float* y, size_t n, const One& one) {
+  const size_t N = hn::Lanes(d);
+  const auto last = one(d, n - N);
+  size_t i = 0;
+  if (kStream) {
+    const hn::CappedTag<float, 1> d1;
+    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) {
+      hn::StoreU(one(d1, i), d1, y + i);
+    }
+    for (; i + N <= n; i += N) hn::Stream(one(d, i), d, y + i);
+  } else {
+    for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
+  }
+  if (i != n) hn::StoreU(last, d, y + n - N);
+}
+
 // y[i] = op(d, a[i], b[i]); y equals a or b, or is disjoint from both.
 template <bool kStream, class Op>
 HWY_INLINE void BinaryRow(const float* a, const float* b, float* y, size_t n,
@@ -80,17 +103,7 @@ HWY_INLINE void BinaryRow(const float* a, const float* b, float* y, size_t n,
     for (; i < n; ++i) hn::StoreU(one(d1, i), d1, y + i);
     return;
   }
-  const auto last = one(d, n - N);
-  size_t i = 0;
-  if (kStream) {
-    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) {
-      hn::StoreU(one(d1, i), d1, y + i);
-    }
-    for (; i + N <= n; i += N) hn::Stream(one(d, i), d, y + i);
-  } else {
-    for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
-  }
-  if (i != n) hn::StoreU(last, d, y + n - N);
+  WriteRow<kStream>(d, y, n, one);
 }
 
 // Elements per parallel item when a matrix is dense and treated as one flat

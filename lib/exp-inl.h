@@ -90,7 +90,7 @@ HWY_INLINE V MulExpNonPositiveSubnormal(D d, V f_times_2_m64, V a, V a_lo) {
 
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V ExpNonPositiveSubnormal(D d, V a) {
-  return hn::Mul(ExpNonPositiveTimes2Pow64<false>(d, a, a), hn::Set(d, 0x1p-64f));
+  return hn::Mul(ExpNonPositiveTimes2Pow64<false>(d, a, hn::Zero(d)), hn::Set(d, 0x1p-64f));
 }
 
 }  // namespace HWY_NAMESPACE

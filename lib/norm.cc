@@ -65,13 +65,10 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f) {
 
 // y[k] = ((x[k] - pivot) - shift) * scale[k] + bias[k], with scale[k] =
 // mul * gamma[k] (mul if no gamma) and bias[k] = beta[k] (0 if no beta).
-// n >= Lanes(d). kStream: whole aligned vectors are written with streaming
-// stores (the caller flushes); the few elements before y's first aligned
-// vector take single lanes, which compute the same bits.
+// n >= Lanes(d). kStream: streaming stores, as WriteRow writes them.
 template <bool kStream, class D>
 HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, float shift,
                           float mul, const float* gamma, const float* beta) {
-  const size_t N = hn::Lanes(d);
   const auto one = [&](auto dd, size_t k) HWY_ATTR {
     using V = hn::Vec<decltype(dd)>;
     const V vmul = hn::Set(dd, mul);
@@ -80,16 +77,7 @@ HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, 
     const V c = hn::Sub(hn::Sub(hn::LoadU(dd, x + k), hn::Set(dd, pivot)), hn::Set(dd, shift));
     return hn::MulAdd(c, s, b);
   };
-  const auto last = one(d, n - N);  // before any store: in-place safe
-  size_t i = 0;
-  if (kStream) {
-    const hn::CappedTag<float, 1> d1;
-    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) hn::StoreU(one(d1, i), d1, y + i);
-    for (; i + N <= n; i += N) hn::Stream(one(d, i), d, y + i);
-  } else {
-    for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
-  }
-  if (i != n) hn::StoreU(last, d, y + n - N);
+  WriteRow<kStream>(d, y, n, one);
 }
 
 constexpr float kMinStatistic = 7.8886091e-31f;  // 2^-100
