@@ -204,15 +204,12 @@ HWY_INLINE void PrefetchRow(const T* row, size_t n) {
   for (size_t off = 0; off < n * sizeof(T); off += 64) hwy::Prefetch(p + off);
 }
 
-static const size_t g_vdist = getenv("VDIST") ? atoi(getenv("VDIST")) : 0;
-static const size_t g_kdist = getenv("KDIST") ? atoi(getenv("KDIST")) : 0;
 template <class T>
 HWY_INLINE void PrefetchForKey(const T* k, const T* v, size_t ld_k, size_t ld_v, size_t j,
                                size_t avail, size_t n, size_t dist) {
   if (v == nullptr) return;
-  if (g_kdist) dist = g_kdist;
   if (j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n);
-  if (j + g_vdist < avail) PrefetchRow(v + (j + g_vdist) * ld_v, n);
+  PrefetchRow(v + j * ld_v, n);
 }
 
 // out[0:4] = the lane sums of (the whole vectors) v[0:4] after SumsOf4

@@ -1,7 +1,8 @@
 // Row loops for elementwise kernels (activations, residual add) and the
-// norms' output pass (WriteRow). Each row is processed with full vectors; the tail is the last full vector of the row,
-// computed from the input before the main loop stores anything (so in-place
-// use stays correct), or, for rows shorter than a vector, single lanes.
+// norms' output pass (WriteRow). Each row is processed with full vectors;
+// the tail is the last full vector of the row, computed from the input
+// before the main loop stores anything (so in-place use stays correct), or,
+// for rows shorter than a vector, single lanes.
 // Elementwise results do not depend on which lane computes them, so every
 // element gets the same bits whatever the row length or thread partition.
 
