@@ -1,5 +1,6 @@
 #include "lib/threading.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -47,25 +48,70 @@ size_t MaxTasks() { return Threads(); }
 size_t NumTasks(size_t n, size_t bytes_per_item) {
   const size_t total = n * std::max<size_t>(bytes_per_item, 1);
   const size_t by_size = std::max<size_t>(total / kMinBytesPerTask, 1);
-  return std::min({Threads(), by_size, n});
+  return std::min({Threads(), by_size, n, kMaxTasks});
 }
 
-void ParallelForImpl(size_t n, size_t bytes_per_item, RangeBody body) {
+namespace {
+
+// A task's unclaimed chunks [front, back), packed into one word so that the
+// owner (from the front) and thieves (from the back) claim each chunk once.
+using ChunkRange = std::atomic<uint64_t>;
+
+bool TakeChunk(ChunkRange& range, bool front, size_t* chunk) {
+  uint64_t r = range.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t f = r & 0xFFFFFFFFu, b = r >> 32;
+    if (f >= b) return false;
+    const uint64_t next = front ? (b << 32) | (f + 1) : ((b - 1) << 32) | f;
+    if (range.compare_exchange_weak(r, next, std::memory_order_relaxed)) {
+      *chunk = static_cast<size_t>(front ? f : b - 1);
+      return true;
+    }
+  }
+}
+
+}  // namespace
+
+void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBody body) {
   const size_t tasks = NumTasks(n, bytes_per_item);
   if (tasks <= 1) {
     body.fn(body.ctx, 0, n);
     return;
   }
-  // One chunk per task, equal sizes; static_partitioner keeps TBB from
-  // splitting further, so `tasks` bounds the threads used.
+  // Each task owns kChunksPerTask consecutive chunks of equal size (at least
+  // min_chunk items) and runs them in order, so repeated calls keep their
+  // data in the same core's caches; a task that runs out takes chunks from
+  // the back of the others' ranges, so a task on a slower core (a
+  // hyperthread sibling, a preempted vCPU, a worker that woke late) does
+  // fewer of them instead of holding everyone up at the join.
+  // static_partitioner keeps TBB from splitting the tasks, so `tasks` still
+  // bounds the threads used.
+  size_t per_task = kChunksPerTask;
+  const size_t by_min = n / std::max<size_t>(min_chunk, 1) / tasks;
+  if (per_task > by_min) per_task = std::max<size_t>(by_min, 1);
+  const size_t chunks = std::min(tasks * per_task, n);
+  ChunkRange ranges[kMaxTasks];
+  for (size_t t = 0; t < tasks; ++t) {
+    // Task t owns chunks [t chunks / tasks, (t + 1) chunks / tasks).
+    const uint64_t f = t * chunks / tasks, b = (t + 1) * chunks / tasks;
+    ranges[t].store((b << 32) | f, std::memory_order_relaxed);
+  }
   oneapi::tbb::parallel_for(
       oneapi::tbb::blocked_range<size_t>(0, tasks, 1),
       [&](const oneapi::tbb::blocked_range<size_t>& r) {
-        // Task t gets base or base + 1 items (the first `extra` tasks).
-        const size_t base = n / tasks, extra = n % tasks;
+        // Chunk c gets base or base + 1 items (the first `extra` chunks).
+        const size_t base = n / chunks, extra = n % chunks;
+        const auto run = [&](size_t c) {
+          const size_t begin = c * base + std::min(c, extra);
+          body.fn(body.ctx, begin, begin + base + (c < extra ? 1 : 0));
+        };
         for (size_t t = r.begin(); t != r.end(); ++t) {
-          const size_t begin = t * base + std::min(t, extra);
-          body.fn(body.ctx, begin, begin + base + (t < extra ? 1 : 0));
+          size_t c;
+          while (TakeChunk(ranges[t], true, &c)) run(c);
+          for (size_t v = 1; v < tasks; ++v) {
+            ChunkRange& victim = ranges[(t + v) % tasks];
+            while (TakeChunk(victim, false, &c)) run(c);
+          }
         }
       },
       oneapi::tbb::static_partitioner());

@@ -1,11 +1,12 @@
 // Parallel loops over independent items (rows, tokens, heads) with oneTBB.
 //
-// ParallelFor splits [0, n) into contiguous chunks run as TBB tasks in the
-// calling thread's arena (a host's tbb::task_arena is used as it is; tfk makes
-// no threads or arenas of its own). Small loops run on the calling thread: a
-// TBB fork-join costs a few microseconds, so each task gets at least
-// kMinBytesPerTask of memory traffic. Items must be independent, which makes
-// results identical for any partition and thread count.
+// ParallelFor splits [0, n) into tasks run in the calling thread's arena (a
+// host's tbb::task_arena is used as it is; tfk makes no threads or arenas of
+// its own). Each task owns kChunksPerTask contiguous chunks and runs them in
+// order; a task that is done takes chunks from the back of the others'. Small
+// loops run on the calling thread: each task gets at least kMinBytesPerTask
+// of memory traffic. Items must be independent, which makes results
+// identical for any partition and thread count. docs/design.md, Threading.
 #ifndef TFK_LIB_THREADING_H_
 #define TFK_LIB_THREADING_H_
 
@@ -14,8 +15,22 @@
 namespace tfk {
 namespace detail {
 
-// ~30 us of work at 10 GB/s: well above TBB's fork-join cost.
-constexpr size_t kMinBytesPerTask = size_t{256} << 10;
+// ~6 us of work at 10 GB/s, a few times TBB's fork-join cost. A worker that
+// wakes late costs nothing: the chunks it has not started are taken by the
+// others (16-core Xeon, 16 threads: softmax [64, 2048] 17 -> 12 us, GELU on
+// 256 Ki floats 38-52 -> 23 us, against 256 KiB per task).
+constexpr size_t kMinBytesPerTask = size_t{64} << 10;
+
+// Chunks per task. With equal static shares a call waits for its slowest
+// core; on a 16-vCPU VM that was often half as fast as the rest (the FMA
+// peak benchmark scales 7x on 16 threads). 8 chunks let the others absorb
+// it: 16 threads, fp32 decoding at KV 8192 128 -> 231 GB/s, causal prefill
+// 2048 x 32 heads 800-980 -> 1140 GFLOP/s, softmax [8192, 512] 134 -> 143-191
+// GB/s. On 2 cores it measured the same as static shares.
+constexpr size_t kChunksPerTask = 8;
+
+// Tasks per call at most (their chunk ranges live on the caller's stack).
+constexpr size_t kMaxTasks = 1024;
 
 // Type-erased range body: fn(ctx, begin, end).
 struct RangeBody {
@@ -29,17 +44,18 @@ size_t MaxTasks();
 // Number of tasks a loop of `n` items with `bytes_per_item` traffic uses.
 size_t NumTasks(size_t n, size_t bytes_per_item);
 
-void ParallelForImpl(size_t n, size_t bytes_per_item, RangeBody body);
+void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBody body);
 
-// Calls body(begin, end) over a partition of [0, n). `body` may be a lambda
-// defined in target code (HWY_ATTR); it is only called, never copied.
+// Calls body(begin, end) over a partition of [0, n) into chunks of at least
+// min_chunk items (fewer if n is smaller). `body` may be a lambda defined in
+// target code (HWY_ATTR); it is only called, never copied.
 template <class Body>
-void ParallelFor(size_t n, size_t bytes_per_item, const Body& body) {
+void ParallelFor(size_t n, size_t bytes_per_item, const Body& body, size_t min_chunk = 1) {
   RangeBody erased{[](const void* ctx, size_t begin, size_t end) {
                      (*static_cast<const Body*>(ctx))(begin, end);
                    },
                    &body};
-  ParallelForImpl(n, bytes_per_item, erased);
+  ParallelForImpl(n, bytes_per_item, min_chunk, erased);
 }
 
 }  // namespace detail
