@@ -79,14 +79,15 @@ inline void SetGflops(benchmark::State& state, double flops) {
       benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-// For peers and machine limits: registered per thread count only.
+// For peers and machine limits: registered per thread count only. `bytes`
+// moved per iteration, or 0 where body sets its own counters.
 inline void RegisterPerThreads(const std::string& name, double bytes,
                                std::function<void(benchmark::State&, int)> body) {
   for (int threads : ThreadCounts()) {
     const std::string label = name + "/threads:" + std::to_string(threads);
     benchmark::RegisterBenchmark(label.c_str(), [=](benchmark::State& state) {
       body(state, threads);
-      state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+      if (bytes > 0) state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
     })->UseRealTime()->Unit(benchmark::kMicrosecond);
   }
 }

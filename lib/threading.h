@@ -17,16 +17,18 @@ namespace detail {
 
 // ~6 us of work at 10 GB/s, a few times TBB's fork-join cost. A worker that
 // wakes late costs nothing: the chunks it has not started are taken by the
-// others (16-core Xeon, 16 threads: softmax [64, 2048] 17 -> 12 us, GELU on
-// 256 Ki floats 38-52 -> 23 us, against 256 KiB per task).
+// others (16-core Xeon, 16 threads: softmax [64, 2048] 41-43 -> 90-92 GB/s,
+// GELU on 256 Ki floats 38-49 -> 79-82 GB/s, against 256 KiB per task and
+// static shares).
 constexpr size_t kMinBytesPerTask = size_t{64} << 10;
 
 // Chunks per task. With equal static shares a call waits for its slowest
-// core; on a 16-vCPU VM that was often half as fast as the rest (the FMA
-// peak benchmark scales 7x on 16 threads). 8 chunks let the others absorb
-// it: 16 threads, fp32 decoding at KV 8192 128 -> 231 GB/s, causal prefill
-// 2048 x 32 heads 800-980 -> 1140 GFLOP/s, softmax [8192, 512] 134 -> 143-191
-// GB/s. On 2 cores it measured the same as static shares.
+// core; on a 16-vCPU VM the cores ran at uneven speeds (the FMA peak
+// benchmark scales 7x on 16 threads, and its first thread is done in 60 % of
+// the time of the last). 8 chunks let the others absorb it:
+// 16 threads, against equal shares, softmax [8192, 512] 101-123 -> 193-204
+// GB/s, causal prefill 2048 x 32 heads 890-1214 -> 1306-1311 GFLOP/s; 1.32x
+// geometric mean over 38 benchmarks. On 2 cores it measured the same.
 constexpr size_t kChunksPerTask = 8;
 
 // Tasks per call at most (their chunk ranges live on the caller's stack).
