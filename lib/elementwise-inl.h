@@ -1,8 +1,8 @@
 // Row loops for elementwise kernels (activations, residual add) and the
-// norms' output pass (WriteRow). Each row is processed with full vectors;
-// the tail is the last full vector of the row, computed from the input
-// before the main loop stores anything (so in-place use stays correct), or,
-// for rows shorter than a vector, single lanes.
+// output pass of the norms and softmax (WriteRow). Each row is processed
+// with full vectors; the tail is the last full vector of the row, computed
+// from the input before the main loop stores anything (so in-place use
+// stays correct), or, for rows shorter than a vector, single lanes.
 // Elementwise results do not depend on which lane computes them, so every
 // element gets the same bits whatever the row length or thread partition.
 
@@ -25,16 +25,57 @@ namespace tfk {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Number of leading elements of y to skip so that y + k is aligned for a
-// whole-vector streaming store (y is float-aligned, so k < Lanes(d)).
-template <class D>
-HWY_INLINE size_t ElementsToAlign(D d, const float* y) {
-  const size_t vec_bytes = hn::Lanes(d) * sizeof(float);
-  return ((vec_bytes - reinterpret_cast<uintptr_t>(y) % vec_bytes) % vec_bytes) / sizeof(float);
+// Streaming stores fill whole 64-byte lines only: a line written partly by
+// streaming stores goes to memory as a partial write, which memory merges
+// by read-modify-write.
+constexpr size_t kLineFloats = 64 / sizeof(float);
+
+// Elements of y[0:n) before its first whole line (all n if none).
+HWY_INLINE size_t ElementsBeforeLine(const float* y, size_t n) {
+  const size_t head = ((64 - reinterpret_cast<uintptr_t>(y) % 64) % 64) / sizeof(float);
+  return head < n ? head : n;
 }
 
-// y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint. kStream: the
-// whole vectors are written with non-temporal stores (the caller flushes).
+// True if streaming stores to y would stall the loads of src (null: no
+// source). A streaming store waits in the store buffer for its line to fill,
+// and a load whose address equals a waiting store's in the low 12 bits
+// waits too (4 KiB aliasing). When y runs 1-127 bytes behind src modulo
+// 4 KiB, the loads run into the stores just issued. LayerNorm [1024, 2048],
+// AVX2, one thread, streaming: 3.4-3.9 GB/s with y 16-48 bytes after x
+// (modulo 4 KiB), 5.2-6 at 64, 7-8 at 128, 8-10 at 0 and 256-4032; with
+// ordinary stores 6-7 at any offset. Such rows take ordinary stores.
+HWY_INLINE bool StreamStalls(const float* y, const float* src) {
+  if (src == nullptr) return false;
+  const uintptr_t delta = (reinterpret_cast<uintptr_t>(y) - reinterpret_cast<uintptr_t>(src)) % 4096;
+  return delta != 0 && delta < 128;
+}
+
+// y[i] = one(tag, i) for i < n >= Lanes(d), where one computes element i
+// (or the lanes from i) from inputs that y equals or is disjoint from: the
+// last vector is computed before any store (in-place safety) and covers the
+// tail. kStream, unless `stalls` (StreamStalls of the sources one reads):
+// the whole lines of y go out as streaming stores (the caller flushes), the
+// elements before and after them as ordinary stores, which compute the same
+// bits.
+template <bool kStream, class D, class One>
+HWY_INLINE void WriteRow(D d, float* y, size_t n, const One& one, bool stalls) {
+  const size_t N = hn::Lanes(d);
+  const auto last = one(d, n - N);
+  size_t i = 0;
+  if (kStream && !stalls) {
+    const hn::CappedTag<float, 1> d1;
+    const size_t head = ElementsBeforeLine(y, n);
+    const size_t lines_end = head + (n - head) / kLineFloats * kLineFloats;
+    for (; i + N <= head; i += N) hn::StoreU(one(d, i), d, y + i);
+    for (; i < head; ++i) hn::StoreU(one(d1, i), d1, y + i);
+    for (; i < lines_end; i += N) hn::Stream(one(d, i), d, y + i);  // N divides 16
+  }
+  for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
+  if (i != n) hn::StoreU(last, d, y + n - N);
+}
+
+// y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint. kStream: as
+// WriteRow (the caller flushes).
 template <bool kStream, class Op>
 HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
   const hn::ScalableTag<float> d;
@@ -46,45 +87,20 @@ HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
     for (; i < n; ++i) hn::StoreU(op(d1, hn::LoadU(d1, x + i)), d1, y + i);
     return;
   }
+  if (kStream) {
+    const auto one = [&](auto dd, size_t i) HWY_ATTR { return op(dd, hn::LoadU(dd, x + i)); };
+    WriteRow<true>(d, y, n, one, StreamStalls(y, x));
+    return;
+  }
   const auto last = op(d, hn::LoadU(d, x + n - N));
   size_t i = 0;
-  if (kStream) {
-    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) {
-      hn::StoreU(op(d1, hn::LoadU(d1, x + i)), d1, y + i);
-    }
-    for (; i + N <= n; i += N) hn::Stream(op(d, hn::LoadU(d, x + i)), d, y + i);
-  } else {
-    for (; i + 2 * N <= n; i += 2 * N) {
-      const auto v0 = op(d, hn::LoadU(d, x + i));
-      const auto v1 = op(d, hn::LoadU(d, x + i + N));
-      hn::StoreU(v0, d, y + i);
-      hn::StoreU(v1, d, y + i + N);
-    }
-    for (; i + N <= n; i += N) hn::StoreU(op(d, hn::LoadU(d, x + i)), d, y + i);
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto v0 = op(d, hn::LoadU(d, x + i));
+    const auto v1 = op(d, hn::LoadU(d, x + i + N));
+    hn::StoreU(v0, d, y + i);
+    hn::StoreU(v1, d, y + i + N);
   }
-  if (i != n) hn::StoreU(last, d, y + n - N);
-}
-
-// y[i] = one(tag, i) for i < n >= Lanes(d), where one computes element i
-// (or the lanes from i) from inputs that y equals or is disjoint from: the
-// last vector is computed before any store (in-place safety) and covers the
-// tail. kStream: whole aligned vectors go out as streaming stores (the
-// caller flushes), the elements before y's first aligned vector as single
-// lanes, which compute the same bits.
-template <bool kStream, class D, class One>
-HWY_INLINE void WriteRow(D d, float* y, size_t n, const One& one) {
-  const size_t N = hn::Lanes(d);
-  const auto last = one(d, n - N);
-  size_t i = 0;
-  if (kStream) {
-    const hn::CappedTag<float, 1> d1;
-    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) {
-      hn::StoreU(one(d1, i), d1, y + i);
-    }
-    for (; i + N <= n; i += N) hn::Stream(one(d, i), d, y + i);
-  } else {
-    for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
-  }
+  for (; i + N <= n; i += N) hn::StoreU(op(d, hn::LoadU(d, x + i)), d, y + i);
   if (i != n) hn::StoreU(last, d, y + n - N);
 }
 
@@ -104,7 +120,7 @@ HWY_INLINE void BinaryRow(const float* a, const float* b, float* y, size_t n,
     for (; i < n; ++i) hn::StoreU(one(d1, i), d1, y + i);
     return;
   }
-  WriteRow<kStream>(d, y, n, one);
+  WriteRow<kStream>(d, y, n, one, kStream && (StreamStalls(y, a) || StreamStalls(y, b)));
 }
 
 // Elements per parallel item when a matrix is dense and treated as one flat

@@ -77,7 +77,9 @@ HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, 
     const V c = hn::Sub(hn::Sub(hn::LoadU(dd, x + k), hn::Set(dd, pivot)), hn::Set(dd, shift));
     return hn::MulAdd(c, s, b);
   };
-  WriteRow<kStream>(d, y, n, one);
+  const bool stalls =
+      kStream && (StreamStalls(y, x) || StreamStalls(y, gamma) || StreamStalls(y, beta));
+  WriteRow<kStream>(d, y, n, one, stalls);
 }
 
 constexpr float kMinStatistic = 7.8886091e-31f;  // 2^-100

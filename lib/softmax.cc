@@ -102,16 +102,15 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
 
   // Pass 3: normalise (sum >= 1: the max entry contributes exp(~0)).
   const V inv = hn::Set(d, 1.0f / sum);
-  i = 0;
   if (kStream) {
-    const hn::CappedTag<float, 1> d1;
-    for (const size_t head = ElementsToAlign(d, y); i < head; ++i) {
-      hn::StoreU(hn::Mul(hn::LoadU(d1, tmp + i), hn::Set(d1, 1.0f / sum)), d1, y + i);
-    }
-    for (; i + N <= n; i += N) hn::Stream(hn::Mul(hn::LoadU(d, tmp + i), inv), d, y + i);
-  } else {
-    for (; i < n_full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), inv), d, y + i);
+    const float inv1 = 1.0f / sum;
+    const auto one = [&](auto dd, size_t j) HWY_ATTR {
+      return hn::Mul(hn::LoadU(dd, tmp + j), hn::Set(dd, inv1));
+    };
+    WriteRow<true>(d, y, n, one, StreamStalls(y, tmp));
+    return;
   }
+  for (i = 0; i < n_full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), inv), d, y + i);
   if (i != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
 }
 

@@ -173,6 +173,30 @@ TEST_P(ActivationTest, AddExactStridedAndInPlace) {
   }
 }
 
+// Outputs 1-127 bytes after an input modulo 4 KiB take ordinary stores where
+// others stream (StreamStalls in lib/elementwise-inl.h; the .streaming ctest
+// entry streams every output): the bits must not depend on it.
+TEST_P(ActivationTest, SameBitsWhateverTheOutputOffsetModulo4KiB) {
+  const size_t n = 5000, gap = 1024 * (n / 1024 + 1);  // gap: a 4 KiB multiple
+  Buffer mem(3 * gap + 64), ref(n), sum(n);
+  float* x = mem.data();
+  float* b = x + gap;
+  FillUniform(x, n, -10.0f, 10.0f, 6);
+  FillUniform(b, n, -10.0f, 10.0f, 7);
+  ASSERT_EQ(tfk_add(1, n, x, n, b, n, sum.data(), n), TFK_SUCCESS);
+  for (tfk_activation act : kActs) {
+    tfk::activate(act, 1, n, x, ref.data());
+    for (size_t delta : {0, 1, 4, 12, 16, 31, 32, 100}) {  // floats
+      float* y = x + 2 * gap + delta;
+      tfk::activate(act, 1, n, x, y);
+      EXPECT_TRUE(SameBits(y, ref.data(), n)) << "act " << act << " delta " << delta;
+      ASSERT_EQ(tfk_add(1, n, x, n, b, n, y, n), TFK_SUCCESS);
+      EXPECT_TRUE(SameBits(y, sum.data(), n)) << "add, delta " << delta;
+    }
+  }
+  EXPECT_TRUE(mem.GuardsIntact());
+}
+
 TFK_INSTANTIATE_FOR_EACH_ISA(ActivationTest);
 
 }  // namespace

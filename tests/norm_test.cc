@@ -159,6 +159,32 @@ TEST_P(NormTest, IdenticalBitsForAnyThreadCount) {
   EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
 }
 
+// Rows whose output lies 1-127 bytes after the input (or gamma, beta)
+// modulo 4 KiB take ordinary stores where others stream (StreamStalls in
+// lib/elementwise-inl.h; norm_test.streaming streams every output): the
+// bits must not depend on it. Rows 1003 floats apart move the offset.
+TEST_P(NormTest, SameBitsWhateverTheOutputOffsetModulo4KiB) {
+  const size_t rows = 5, cols = 1003, n = rows * cols;
+  Buffer mem(n + 1024 * (n / 1024 + 1) + n + 64), ref(n), g(cols), b(cols);
+  float* x = mem.data();
+  FillUniform(x, n, -2.0f, 3.0f, 9);
+  FillUniform(g.data(), cols, 0.5f, 1.5f, 10);
+  FillUniform(b.data(), cols, -1.0f, 1.0f, 11);
+  tfk::layernorm(rows, cols, x, g.data(), b.data(), 1e-5f, ref.data());
+  for (size_t delta : {0, 1, 4, 12, 16, 31, 32, 64, 1000}) {  // floats past a 4 KiB multiple
+    float* y = x + 1024 * (n / 1024 + 1) + delta;
+    tfk::layernorm(rows, cols, x, g.data(), b.data(), 1e-5f, y);
+    EXPECT_TRUE(SameBits(y, ref.data(), n)) << "delta " << delta;
+  }
+  tfk::rmsnorm(rows, cols, x, g.data(), 1e-5f, ref.data());
+  for (size_t delta : {0, 4, 16, 31}) {
+    float* y = x + 1024 * (n / 1024 + 1) + delta;
+    tfk::rmsnorm(rows, cols, x, g.data(), 1e-5f, y);
+    EXPECT_TRUE(SameBits(y, ref.data(), n)) << "rms delta " << delta;
+  }
+  EXPECT_TRUE(mem.GuardsIntact());
+}
+
 TFK_INSTANTIATE_FOR_EACH_ISA(NormTest);
 
 }  // namespace
