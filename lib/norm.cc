@@ -66,10 +66,17 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f) {
 // y[k] = ((x[k] - pivot) - shift) * scale[k] + bias[k], with scale[k] =
 // mul * gamma[k] (mul if no gamma) and bias[k] = beta[k] (0 if no beta).
 // n >= Lanes(d). kStream: streaming stores, as WriteRow writes them.
+// next (may be null): the row the caller normalises next, prefetched one
+// line per line written. Only a row's first pass reads memory; the later
+// passes find it in L1/L2, so without this the memory stream stops while
+// they run (AVX2, [2048, 4096], 1 / 2 threads: LayerNorm 7.5-8.5 -> 10.0-10.8
+// / 13.8-15.2 -> 16.8-17.6 GB/s, RMSNorm 10.6-11.2 -> 12.3-12.9 GB/s on one
+// thread, the same on two).
 template <bool kStream, class D>
 HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, float shift,
-                          float mul, const float* gamma, const float* beta) {
+                          float mul, const float* gamma, const float* beta, const float* next) {
   const auto one = [&](auto dd, size_t k) HWY_ATTR {
+    if (next != nullptr && k % kLineFloats < hn::Lanes(dd)) hwy::Prefetch(next + k);
     using V = hn::Vec<decltype(dd)>;
     const V vmul = hn::Set(dd, mul);
     const V s = gamma ? hn::Mul(hn::LoadU(dd, gamma + k), vmul) : vmul;
@@ -86,7 +93,7 @@ constexpr float kMinStatistic = 7.8886091e-31f;  // 2^-100
 
 template <bool kStream, class D>
 HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
-                              const float* beta, float eps) {
+                              const float* beta, float eps, const float* next) {
   using V = hn::Vec<D>;
   // mean = p + m_lo is kept unrounded as two floats; x - mean is formed as
   // (x - p) - m_lo, where x - p is exact for x within a factor 2 of p.
@@ -102,19 +109,19 @@ HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const flo
   if (!(isfinite(m_lo) && isfinite(var) && var + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return LayerNormRowF64(x, y, n, gamma, beta, eps);
   }
-  AffineRow<kStream>(d, x, y, n, p, m_lo, 1.0f / sqrtf(var + eps), gamma, beta);
+  AffineRow<kStream>(d, x, y, n, p, m_lo, 1.0f / sqrtf(var + eps), gamma, beta, next);
 }
 
 template <bool kStream, class D>
 HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
-                            float eps) {
+                            float eps, const float* next) {
   using V = hn::Vec<D>;
   const float sq = SumRow<true>(d, x, n, [](V v) HWY_ATTR { return v; });
   const float ms = sq / static_cast<float>(n);
   if (!(isfinite(ms) && ms + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return RmsNormRowF64(x, y, n, gamma, eps);
   }
-  AffineRow<kStream>(d, x, y, n, 0.0f, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr);
+  AffineRow<kStream>(d, x, y, n, 0.0f, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr, next);
 }
 
 // Runs row(kStream tag, d, x_row, y_row) over the rows in parallel; d is a
@@ -131,12 +138,13 @@ HWY_INLINE void ForEachRow(const NormArgs& a, const RowFn& row) {
     for (size_t r = begin; r < end; ++r) {
       const float* x = a.x + r * a.ldx;
       float* y = a.y + r * a.ldy;
+      const float* next = r + 1 < end ? x + a.ldx : nullptr;
       if (stream) {
-        row(std::true_type(), d, x, y);
+        row(std::true_type(), d, x, y, next);
       } else if (a.cols >= hn::Lanes(d)) {
-        row(std::false_type(), d, x, y);
+        row(std::false_type(), d, x, y, next);
       } else {
-        row(std::false_type(), hn::CappedTag<float, 1>(), x, y);
+        row(std::false_type(), hn::CappedTag<float, 1>(), x, y, nullptr);
       }
     }
     if (stream) hwy::FlushStream();
@@ -144,14 +152,14 @@ HWY_INLINE void ForEachRow(const NormArgs& a, const RowFn& row) {
 }
 
 void LayerNormRows(const NormArgs& a) {
-  ForEachRow(a, [&](auto stream, auto d, const float* x, float* y) HWY_ATTR {
-    LayerNormRowT<decltype(stream)::value>(d, x, y, a.cols, a.gamma, a.beta, a.eps);
+  ForEachRow(a, [&](auto stream, auto d, const float* x, float* y, const float* next) HWY_ATTR {
+    LayerNormRowT<decltype(stream)::value>(d, x, y, a.cols, a.gamma, a.beta, a.eps, next);
   });
 }
 
 void RmsNormRows(const NormArgs& a) {
-  ForEachRow(a, [&](auto stream, auto d, const float* x, float* y) HWY_ATTR {
-    RmsNormRowT<decltype(stream)::value>(d, x, y, a.cols, a.gamma, a.eps);
+  ForEachRow(a, [&](auto stream, auto d, const float* x, float* y, const float* next) HWY_ATTR {
+    RmsNormRowT<decltype(stream)::value>(d, x, y, a.cols, a.gamma, a.eps, next);
   });
 }
 
