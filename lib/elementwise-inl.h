@@ -74,6 +74,20 @@ HWY_INLINE void WriteRow(D d, float* y, size_t n, const One& one, bool stalls) {
   if (i != n) hn::StoreU(last, d, y + n - N);
 }
 
+// Elementwise inputs are read once, front to back, and often from memory:
+// each line is prefetched kPrefetchAhead floats (1 KiB) before it is read,
+// which keeps more lines in flight than the hardware prefetcher alone (ReLU
+// on 16 Mi floats, AVX2, 1 / 2 threads: 13.3-15.5 -> 15.9-17.5 / 21.6-22.3
+// -> 23.1-26.4 GB/s). The compute-bound GELU measured the same, SiLU 0-5 %
+// slower (the check and the prefetch cost ~3 of its ~30 operations a
+// vector).
+constexpr size_t kPrefetchAhead = 256;
+
+template <class D>
+HWY_INLINE void PrefetchAhead(D d, const float* p, size_t i) {
+  if (i % kLineFloats < hn::Lanes(d)) hwy::Prefetch(p + i + kPrefetchAhead);
+}
+
 // y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint. kStream: as
 // WriteRow (the caller flushes).
 template <bool kStream, class Op>
@@ -87,20 +101,23 @@ HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
     for (; i < n; ++i) hn::StoreU(op(d1, hn::LoadU(d1, x + i)), d1, y + i);
     return;
   }
+  const auto one = [&](auto dd, size_t i) HWY_ATTR {
+    PrefetchAhead(dd, x, i);
+    return op(dd, hn::LoadU(dd, x + i));
+  };
   if (kStream) {
-    const auto one = [&](auto dd, size_t i) HWY_ATTR { return op(dd, hn::LoadU(dd, x + i)); };
     WriteRow<true>(d, y, n, one, StreamStalls(y, x));
     return;
   }
   const auto last = op(d, hn::LoadU(d, x + n - N));
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    const auto v0 = op(d, hn::LoadU(d, x + i));
-    const auto v1 = op(d, hn::LoadU(d, x + i + N));
+    const auto v0 = one(d, i);
+    const auto v1 = one(d, i + N);
     hn::StoreU(v0, d, y + i);
     hn::StoreU(v1, d, y + i + N);
   }
-  for (; i + N <= n; i += N) hn::StoreU(op(d, hn::LoadU(d, x + i)), d, y + i);
+  for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
   if (i != n) hn::StoreU(last, d, y + n - N);
 }
 
@@ -112,6 +129,8 @@ HWY_INLINE void BinaryRow(const float* a, const float* b, float* y, size_t n,
   const hn::CappedTag<float, 1> d1;
   const size_t N = hn::Lanes(d);
   const auto one = [&](auto dd, size_t i) HWY_ATTR {
+    PrefetchAhead(dd, a, i);
+    PrefetchAhead(dd, b, i);
     return op(dd, hn::LoadU(dd, a + i), hn::LoadU(dd, b + i));
   };
   if (n < 2 * N) {
