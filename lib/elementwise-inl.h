@@ -83,9 +83,13 @@ HWY_INLINE void WriteRow(D d, float* y, size_t n, const One& one, bool stalls) {
 // vector).
 constexpr size_t kPrefetchAhead = 256;
 
+// Prefetches the line kPrefetchAhead floats past p[i] if it lies within
+// p[0:n), once per line.
 template <class D>
-HWY_INLINE void PrefetchAhead(D d, const float* p, size_t i) {
-  if (i % kLineFloats < hn::Lanes(d)) hwy::Prefetch(p + i + kPrefetchAhead);
+HWY_INLINE void PrefetchAhead(D d, const float* p, size_t i, size_t n) {
+  if (i % kLineFloats < hn::Lanes(d) && i + kPrefetchAhead < n) {
+    hwy::Prefetch(p + i + kPrefetchAhead);
+  }
 }
 
 // y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint. kStream: as
@@ -102,7 +106,7 @@ HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
     return;
   }
   const auto one = [&](auto dd, size_t i) HWY_ATTR {
-    PrefetchAhead(dd, x, i);
+    PrefetchAhead(dd, x, i, n);
     return op(dd, hn::LoadU(dd, x + i));
   };
   if (kStream) {
@@ -129,8 +133,8 @@ HWY_INLINE void BinaryRow(const float* a, const float* b, float* y, size_t n,
   const hn::CappedTag<float, 1> d1;
   const size_t N = hn::Lanes(d);
   const auto one = [&](auto dd, size_t i) HWY_ATTR {
-    PrefetchAhead(dd, a, i);
-    PrefetchAhead(dd, b, i);
+    PrefetchAhead(dd, a, i, n);
+    PrefetchAhead(dd, b, i, n);
     return op(dd, hn::LoadU(dd, a + i), hn::LoadU(dd, b + i));
   };
   if (n < 2 * N) {
