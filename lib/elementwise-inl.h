@@ -85,13 +85,19 @@ HWY_INLINE void WriteRow(D d, float* y, size_t n, const One& one, bool stalls) {
 // vector).
 constexpr size_t kPrefetchAhead = 256;
 
+// Prefetches the line of p[i] once per 16 floats (64 bytes) of i, for a loop
+// that steps i by Lanes(d). Also used by the norms and softmax for the row
+// they handle next.
+template <class D>
+HWY_INLINE void PrefetchPerLine(D d, const float* p, size_t i) {
+  if (i % kLineFloats < hn::Lanes(d)) hwy::Prefetch(p + i);
+}
+
 // Prefetches the line kPrefetchAhead floats past p[i] if it lies within
 // p[0:n), once per line.
 template <class D>
 HWY_INLINE void PrefetchAhead(D d, const float* p, size_t i, size_t n) {
-  if (i % kLineFloats < hn::Lanes(d) && i + kPrefetchAhead < n) {
-    hwy::Prefetch(p + i + kPrefetchAhead);
-  }
+  if (i + kPrefetchAhead < n) PrefetchPerLine(d, p + kPrefetchAhead, i);
 }
 
 // y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint. kStream: as

@@ -76,7 +76,7 @@ template <bool kStream, class D>
 HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, float shift,
                           float mul, const float* gamma, const float* beta, const float* next) {
   const auto one = [&](auto dd, size_t k) HWY_ATTR {
-    if (next != nullptr && k % kLineFloats < hn::Lanes(dd)) hwy::Prefetch(next + k);
+    if (next != nullptr) PrefetchPerLine(dd, next, k);
     using V = hn::Vec<decltype(dd)>;
     const V vmul = hn::Set(dd, mul);
     const V s = gamma ? hn::Mul(hn::LoadU(dd, gamma + k), vmul) : vmul;

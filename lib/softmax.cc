@@ -89,7 +89,8 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // 7.5-8.1 -> 9.7).
   for (i = 0; i + 2 * N <= n_full; i += 2 * N) {
     if (next != nullptr) {
-      for (size_t o = 0; o < 2 * N; o += kLineFloats) hwy::Prefetch(next + i + o);
+      PrefetchPerLine(d, next, i);
+      PrefetchPerLine(d, next, i + N);
     }
     const V e0 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
     const V e1 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i + N), vscale, vm));
@@ -110,17 +111,17 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
 
   // Pass 3: normalise (sum >= 1: the max entry contributes exp(~0)).
-  const V inv = hn::Set(d, 1.0f / sum);
+  const float inv = 1.0f / sum;
   if (kStream) {
-    const float inv1 = 1.0f / sum;
     const auto one = [&](auto dd, size_t j) HWY_ATTR {
-      return hn::Mul(hn::LoadU(dd, tmp + j), hn::Set(dd, inv1));
+      return hn::Mul(hn::LoadU(dd, tmp + j), hn::Set(dd, inv));
     };
     WriteRow<true>(d, y, n, one, StreamStalls(y, tmp));
     return;
   }
-  for (i = 0; i < n_full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), inv), d, y + i);
-  if (i != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
+  const V vinv = hn::Set(d, inv);
+  for (i = 0; i < n_full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), vinv), d, y + i);
+  if (i != n) hn::StoreU(hn::Mul(last, vinv), d, y + n - N);
 }
 
 // scratch: a row of cols floats for the streaming variant, or null; next:
