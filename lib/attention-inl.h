@@ -192,12 +192,12 @@ HWY_INLINE void OnlineSoftmaxBlock(size_t nj, float* st, float* m, float* l, flo
 
 // ---- Decoding: dot products and value accumulation -------------------------
 
-// Decoding streams K and V from memory, so the kernel asks for lines before
-// it needs them, spread evenly over its work (a burst of prefetches stalls
-// on the line-fill buffers): the dot product of key j asks for K row j + dist
-// (~4 KiB ahead, as the matmul's decoding tile does) and for V row j, which
-// the value pass reads right after the block's scores. Rows below `avail`
-// exist.
+// Decoding streams K and V from memory, so both passes ask for lines ahead,
+// evenly over their work (a burst of prefetches stalls on the line-fill
+// buffers; a pass that asks for none leaves memory idle while it computes):
+// the dot products of key j ask for K row j + dist (~4 KiB ahead, as the
+// matmul's decoding tile does); the value sums ask for the next block's V
+// rows (NextRows). Rows below `avail` exist.
 template <class T>
 HWY_INLINE void PrefetchRow(const T* row, size_t n) {
   const char* p = reinterpret_cast<const char*>(row);
@@ -205,12 +205,22 @@ HWY_INLINE void PrefetchRow(const T* row, size_t n) {
 }
 
 template <class T>
-HWY_INLINE void PrefetchForKey(const T* k, const T* v, size_t ld_k, size_t ld_v, size_t j,
-                               size_t avail, size_t n, size_t dist) {
-  if (v == nullptr) return;
-  if (j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n);
-  PrefetchRow(v + j * ld_v, n);
+HWY_INLINE void PrefetchKeyAhead(const T* k, size_t ld_k, size_t j, size_t avail, size_t n,
+                                 size_t dist) {
+  if (dist != 0 && j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n);
 }
+
+// The value pass's requests for the next block's V rows, spread over its
+// row steps (windows x nk): rows stored back to back (the KV cache) are one
+// range, asked for in order, `step` bytes per row step; rows with gaps
+// (step 0) are asked for per window, its own columns of row j + nk.
+struct NextRows {
+  size_t rows = 0;              // rows of the next block to ask for; 0: none
+  size_t step = 0;              // bytes per row step if back to back, else 0
+  const char* base = nullptr;   // back to back: the range and its bytes
+  size_t bytes = 0;
+  size_t offset = 0;            // back to back: the current window's first byte
+};
 
 // out[0:4] = the lane sums of (the whole vectors) v[0:4] after SumsOf4
 // combined them per 128-bit block: halves are added until one block is left.
@@ -352,22 +362,22 @@ HWY_INLINE void DotStep(size_t j, const float* q, size_t ld_q, const T* k, size_
   }
 }
 
-// Scores of kQ queries for keys [0, nk) (rows of stride ld). If v is not
-// null, prefetches as above (K rows below avail).
+// Scores of kQ queries for keys [0, nk) (rows of stride ld). If prefetch,
+// asks for K rows below avail ahead, as above.
 template <size_t kQ, class T>
 HWY_INLINE void DotRows(size_t nk, const float* q, size_t ld_q, const T* k, size_t ld, size_t n,
-                        float* s, size_t ld_s, const T* v, size_t ld_v, size_t avail) {
+                        float* s, size_t ld_s, bool prefetch, size_t avail) {
   constexpr size_t kK = KeysPerStep(kQ);
   // Prefetch distance in rows, ~4 KiB (computed once: a division per key
-  // showed in profiles).
-  const size_t dist = n * sizeof(T) >= 4096 ? 1 : 4096 / (n * sizeof(T));
+  // showed in profiles); 0: none.
+  const size_t dist = !prefetch ? 0 : n * sizeof(T) >= 4096 ? 1 : 4096 / (n * sizeof(T));
   size_t j = 0;
   for (; j + kK <= nk; j += kK) {
-    for (size_t t = j; t < j + kK; ++t) PrefetchForKey(k, v, ld, ld_v, t, avail, n, dist);
+    for (size_t t = j; t < j + kK; ++t) PrefetchKeyAhead(k, ld, t, avail, n, dist);
     DotStep<kQ, kK>(j, q, ld_q, k, ld, n, s, ld_s);
   }
   for (; j < nk; ++j) {
-    PrefetchForKey(k, v, ld, ld_v, j, avail, n, dist);
+    PrefetchKeyAhead(k, ld, j, avail, n, dist);
     DotStep<kQ, 1>(j, q, ld_q, k, ld, n, s, ld_s);
   }
 }
@@ -375,10 +385,12 @@ HWY_INLINE void DotRows(size_t nk, const float* q, size_t ld_q, const T* k, size
 // o_f[c0, c0 + kW N) = init_f + sum_{j < nk} p_f[j] V row j, f < kQ, with
 // o_f = o + f * ld_o, p_f = p + f * ld_p, init_f = first ? 0 : alpha[f] o_f:
 // kQ x kW independent FMA chains, each V vector loaded once. c0 starts a
-// chunk; kW is a multiple of the chunk's vectors.
+// chunk; kW is a multiple of the chunk's vectors. Each row step asks for a
+// part of the next block (NextRows).
 template <size_t kQ, size_t kW, class T>
 HWY_INLINE void ValueColumns(size_t nk, const float* p, size_t ld_p, const T* v, size_t ld,
-                             size_t c0, float* o, size_t ld_o, const float* alpha, bool first) {
+                             size_t c0, float* o, size_t ld_o, const float* alpha, bool first,
+                             const NextRows& next) {
   const DF d;
   const size_t N = hn::Lanes(d);
   constexpr size_t kV = Chunk<T>::kVecs;
@@ -392,8 +404,20 @@ HWY_INLINE void ValueColumns(size_t nk, const float* p, size_t ld_p, const T* v,
       acc[f][w] = first ? hn::Zero(d) : hn::Mul(a, hn::LoadU(d, o + f * ld_o + c0 + w * N));
     }
   }
+  // A window that starts inside a line leaves that line to the window before.
+  const size_t window_bytes = kW * N * sizeof(T);
+  const size_t rows = (c0 * sizeof(T)) % 64 == 0 ? next.rows : 0;
   for (size_t j = 0; j < nk; ++j) {
     const T* row = v + j * ld + c0;
+    if (next.step != 0) {
+      const size_t off = next.offset + j * next.step;
+      if (off + next.step <= next.bytes) {
+        for (size_t b = 0; b < next.step; b += 64) hwy::Prefetch(next.base + off + b);
+      }
+    } else if (j < rows) {
+      const char* ahead = reinterpret_cast<const char*>(row + nk * ld);
+      for (size_t b = 0; b < window_bytes; b += 64) hwy::Prefetch(ahead + b);
+    }
     VF vv[kW];
 #pragma GCC unroll 8
     for (size_t w = 0; w < kW; w += kV) Chunk<T>::Load(d, row + w * N, vv + w);
@@ -413,17 +437,30 @@ HWY_INLINE void ValueColumns(size_t nk, const float* p, size_t ld_p, const T* v,
 
 // o_f[0:n] = (first ? 0 : alpha[f] o_f) + sum_{j < nk} p_f[j] V row j[0:n]
 // for kQ queries; columns past the last whole chunk take the scalar path.
+// If prefetch, asks for the next block's V rows below avail, as above.
 template <size_t kQ, class T>
 HWY_INLINE void AccumulateValues(size_t nk, const float* p, size_t ld_p, const T* v, size_t ld,
-                                 size_t n, float* o, size_t ld_o, const float* alpha, bool first) {
+                                 size_t n, float* o, size_t ld_o, const float* alpha, bool first,
+                                 bool prefetch, size_t avail) {
   const size_t N = hn::Lanes(DF());
   constexpr size_t kV = Chunk<T>::kVecs, kW = ValueVectors(kQ);
   const size_t n_full = n - n % (kV * N);
-  size_t c = 0;
-  for (; c + kW * N <= n_full; c += kW * N) {
-    ValueColumns<kQ, kW>(nk, p, ld_p, v, ld, c, o, ld_o, alpha, first);
+  NextRows next;
+  const size_t beyond = avail > nk ? avail - nk : 0;  // rows past this block
+  if (prefetch) next.rows = beyond < nk ? beyond : nk;
+  const size_t steps = (n_full / (kW * N) + n_full % (kW * N) / (kV * N)) * nk;
+  if (ld == n && next.rows != 0 && steps != 0) {
+    next.base = reinterpret_cast<const char*>(v + nk * ld);
+    next.bytes = next.rows * n * sizeof(T);
+    next.step = (next.bytes + steps - 1) / steps;
   }
-  for (; c < n_full; c += kV * N) ValueColumns<kQ, kV>(nk, p, ld_p, v, ld, c, o, ld_o, alpha, first);
+  size_t c = 0;
+  for (; c + kW * N <= n_full; c += kW * N, next.offset += nk * next.step) {
+    ValueColumns<kQ, kW>(nk, p, ld_p, v, ld, c, o, ld_o, alpha, first, next);
+  }
+  for (; c < n_full; c += kV * N, next.offset += nk * next.step) {
+    ValueColumns<kQ, kV>(nk, p, ld_p, v, ld, c, o, ld_o, alpha, first, next);
+  }
   for (size_t f = 0; f < kQ; ++f) {
     for (size_t cc = n_full; cc < n; ++cc) {
       float acc = first ? 0.0f : alpha[f] * o[f * ld_o + cc];

@@ -147,13 +147,14 @@ template <size_t kQ, class T>
 HWY_INLINE void DecodeBlock(size_t nk, const float* qs, size_t dh, const T* kb, size_t ldk,
                             const T* vb, size_t ldv, bool prefetch, size_t avail, float* sc,
                             float* state, bool first) {
-  DotRows<kQ>(nk, qs, dh, kb, ldk, dh, sc, kScoreStride, prefetch ? vb : nullptr, ldv, avail);
+  DotRows<kQ>(nk, qs, dh, kb, ldk, dh, sc, kScoreStride, prefetch, avail);
   float alpha[kQ];
   for (size_t f = 0; f < kQ; ++f) {
     float* st = state + f * (dh + 2);
     alpha[f] = OnlineSoftmaxRow(nk, sc + f * kScoreStride, st[0], st[1]);
   }
-  AccumulateValues<kQ>(nk, sc, kScoreStride, vb, ldv, dh, state + 2, dh + 2, alpha, first);
+  AccumulateValues<kQ>(nk, sc, kScoreStride, vb, ldv, dh, state + 2, dh + 2, alpha, first,
+                       prefetch, avail);
 }
 
 // Decoding task: keys [s * kSplitKeys, ...) of group g for its n_q <= 8
