@@ -71,8 +71,10 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     for (size_t k = 0; k < n; ++k) y[k] = NAN;
     return;
   }
-  if (m == -INFINITY) {  // every entry -inf
-    for (size_t k = 0; k < n; ++k) y[k] = 0.0f;
+  if (m == -INFINITY) {  // every entry -inf or NaN (x86 max may drop a NaN)
+    bool nan = false;
+    for (size_t k = 0; k < n; ++k) nan |= isnan(x[k]);
+    for (size_t k = 0; k < n; ++k) y[k] = nan ? NAN : 0.0f;
     return;
   }
 

@@ -124,14 +124,20 @@ TEST_P(SoftmaxTest, HugeMagnitudesAndDenormals) {
 }
 
 TEST_P(SoftmaxTest, InfinityAndNaN) {
-  for (size_t cols : {1, 7, 16, 17, 100}) {
-    const size_t rows = 5;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t cols : {1, 2, 7, 16, 17, 100}) {
+    const size_t rows = 7;
     Buffer x(rows * cols), y(rows * cols);
     FillUniform(x.data(), rows * cols, -3.0f, 3.0f, 11);
     for (size_t j = 0; j < cols; j += 3) x[0 * cols + j] = -kInf;  // some -inf
     for (size_t j = 0; j < cols; ++j) x[1 * cols + j] = -kInf;     // all -inf
-    x[2 * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
+    x[2 * cols + cols / 2] = nan;
     x[3 * cols + cols - 1] = kInf;
+    // NaN among -inf only, first and last: x86 max drops a NaN operand, so
+    // the row's max is -inf, yet the row must still come out NaN.
+    for (size_t j = 0; j < cols; ++j) x[5 * cols + j] = x[6 * cols + j] = -kInf;
+    x[5 * cols] = nan;
+    x[6 * cols + cols - 1] = nan;
     ASSERT_EQ(tfk_softmax(rows, cols, x.data(), cols, y.data(), cols, 1.0f, TFK_MASK_NONE, 0),
               TFK_SUCCESS);
     ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, 1.0f, TFK_MASK_NONE, 0);
@@ -139,6 +145,8 @@ TEST_P(SoftmaxTest, InfinityAndNaN) {
       EXPECT_EQ(y[cols + j], 0.0f);               // all masked: zeros
       EXPECT_TRUE(std::isnan(y[2 * cols + j]));   // NaN row
       EXPECT_TRUE(std::isnan(y[3 * cols + j]));   // +inf row
+      EXPECT_TRUE(std::isnan(y[5 * cols + j]));   // NaN among -inf
+      EXPECT_TRUE(std::isnan(y[6 * cols + j]));
       if (j % 3 == 0) EXPECT_EQ(y[j], 0.0f);      // -inf entries
     }
   }
