@@ -84,12 +84,14 @@ HWY_INLINE void FinishQueryBlock(const AttentionArgs& a, size_t g, const QueryBl
   for (size_t lane = 0; lane < qb.n_f; ++lane) {
     const size_t f = qb.f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
     float* o = a.o + t * a.ldo + h * dh;
-    if (qb.max_keys == 0) {  // O^T never written
+    // l == 0: every key masked for this query. Its O^T column holds only
+    // weight-0 terms, NaN where a value seen by the block's other queries is
+    // not finite, so it is not read (nor ever written if max_keys == 0).
+    if (qb.max_keys == 0 || qb.l[lane] == 0.0f) {
       memset(o, 0, dh * sizeof(float));
       continue;
     }
-    // l == 0: every key masked for this query (its O^T column is 0).
-    const float inv = qb.l[lane] == 0.0f ? 0.0f : 1.0f / qb.l[lane];
+    const float inv = 1.0f / qb.l[lane];
     for (size_t c = 0; c < dh; ++c) o[c] = qb.ot[c * kQB + lane] * inv;
   }
 }

@@ -116,6 +116,7 @@ std::vector<Shape> Shapes() {
       {5, 1000, 4, 4, 16, true},   {40, 20, 2, 1, 8, true},    {33, 130, 2, 2, 256, true},
       {64, 64, 1, 1, 255, false},  {1000, 1000, 1, 1, 16, true}, {8, 513, 1, 1, 5, false},
       {1, 300, 6, 2, 40, true},    {1, 257, 6, 1, 36, false},  {1, 70, 12, 4, 131, true},
+      {1, 1000, 2, 1, 256, false}, {2, 600, 4, 2, 200, true},
   };
 }
 
@@ -174,6 +175,27 @@ TEST_P(AttentionTest, NonFiniteValues) {
         const bool nan = (t == 1 && h == 1) || sees;
         for (size_t c = 0; c < s.d; ++c) {
           ASSERT_EQ(std::isnan(pb.O(t, h)[c]), nan) << "t=" << t << " h=" << h;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, QueriesThatSeeNoKeyGiveZerosBesideInfiniteValues) {
+  // q_len > kv_len, causal: the first 10 queries see no key and must give
+  // zeros, although they share a 32-query tile with queries that see an
+  // infinite value (weight 0 times inf would be NaN).
+  const Shape s{40, 30, 2, 1, 16, true};
+  Problem pb(s, 0, 0, 4);
+  pb.V(0, 0)[5] = INFINITY;
+  ASSERT_EQ(pb.Run(), TFK_SUCCESS);
+  for (size_t t = 0; t < s.q_len; ++t) {
+    for (size_t h = 0; h < s.n_heads; ++h) {
+      for (size_t c = 0; c < s.d; ++c) {
+        if (Visible(s, t) == 0) {
+          ASSERT_EQ(pb.O(t, h)[c], 0.0f) << "t=" << t << " h=" << h << " c=" << c;
+        } else if (c == 5) {
+          ASSERT_FALSE(std::isfinite(pb.O(t, h)[c])) << "t=" << t << " h=" << h;
         }
       }
     }
@@ -291,6 +313,80 @@ TEST_P(KvCacheTest, MatchesAttentionOnTheSameData) {
                                    pb.ldo, 0.0f, TFK_MASK_CAUSAL),
             TFK_SUCCESS);
   EXPECT_TRUE(SameBits(pb.o.data(), direct.o.data(), pb.o.size()));
+}
+
+// A prefix kept by truncate and then extended (rejected draft tokens):
+// the same as appending the right tokens in the first place. Checked against
+// the reference, head_dim 256 on the decoding path, both element types.
+TEST_P(KvCacheTest, TruncateMidwayAndAppendAgain) {
+  for (tfk_dtype dtype : {TFK_DTYPE_F32, TFK_DTYPE_BF16}) {
+    const Shape s{1, 900, 4, 2, 256, true};
+    Problem pb(s, 0, 0, 31);
+    Cache cache(s.kv_len, s.n_kv_heads, s.d, dtype);
+    ASSERT_EQ(tfk_kv_cache_append(cache.c, 700, pb.k.data(), pb.ldk, pb.v.data(), pb.ldv),
+              TFK_SUCCESS);
+    std::vector<float> junk(200 * pb.ldk, 9.0f);
+    ASSERT_EQ(tfk_kv_cache_append(cache.c, 200, junk.data(), pb.ldk, junk.data(), pb.ldk),
+              TFK_SUCCESS);
+    ASSERT_EQ(tfk_kv_cache_truncate(cache.c, 600), TFK_SUCCESS);
+    ASSERT_EQ(tfk_kv_cache_append(cache.c, 300, pb.K(600, 0), pb.ldk, pb.V(600, 0), pb.ldv),
+              TFK_SUCCESS);
+    ASSERT_EQ(tfk_kv_cache_attention(cache.c, 1, s.n_heads, pb.q.data(), pb.ldq, pb.o.data(),
+                                     pb.ldo, 0.0f, TFK_MASK_CAUSAL),
+              TFK_SUCCESS);
+    const bool bf16 = dtype == TFK_DTYPE_BF16;
+    ExpectAttention(pb, 1.0f / 16.0f, bf16 ? "bf16 cache" : "f32 cache", bf16);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// With one cached token the output is that token's V as stored (weight 1):
+// bf16 rounds to nearest, ties to even, overflows to inf, keeps NaN.
+TEST_P(KvCacheTest, Bf16RoundsToNearestEven) {
+  const float in[8] = {1.0f + 0x1p-8f,           // tie: to even, 1
+                       1.0f + 3 * 0x1p-8f,       // tie: to even, 1 + 2^-6
+                       1.0f + 0x1p-8f + 0x1p-20f,  // above the tie: 1 + 2^-7
+                       -(1.0f + 0x1p-8f),        // -1
+                       3.4028235e38f,            // FLT_MAX: rounds to inf
+                       NAN,
+                       0x1p-130f,                // subnormal, kept to 8 bits
+                       -2.5f};
+  const float want[8] = {1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -1.0f, INFINITY, NAN, 0x1p-130f,
+                         -2.5f};
+  Cache cache(1, 1, 8, TFK_DTYPE_BF16);
+  const std::vector<float> q(8, 0.0f), k(8, 0.0f);  // finite score, weight 1
+  ASSERT_EQ(tfk_kv_cache_append(cache.c, 1, k.data(), 8, in, 8), TFK_SUCCESS);
+  std::vector<float> o(8, 7.0f);
+  ASSERT_EQ(tfk_kv_cache_attention(cache.c, 1, 1, q.data(), 8, o.data(), 8, 0, TFK_MASK_NONE),
+            TFK_SUCCESS);
+  for (size_t c = 0; c < 8; ++c) {
+    if (std::isnan(want[c])) {
+      EXPECT_TRUE(std::isnan(o[c])) << c;
+    } else {
+      EXPECT_TRUE(SameBits(&o[c], &want[c], 1)) << c << ": " << o[c];
+    }
+  }
+}
+
+TEST_P(KvCacheTest, SameBitsForAnyThreadCount) {
+  for (tfk_dtype dtype : {TFK_DTYPE_F32, TFK_DTYPE_BF16}) {
+    const Shape s{2, 2000, 8, 2, 64, true};
+    Problem pb(s, 0, 0, 41);
+    Cache cache(s.kv_len, s.n_kv_heads, s.d, dtype);
+    ASSERT_EQ(tfk_kv_cache_append(cache.c, s.kv_len, pb.k.data(), pb.ldk, pb.v.data(), pb.ldv),
+              TFK_SUCCESS);
+    std::vector<float> first;
+    for (int threads : {1, 2, 7}) {
+      WithThreads(threads, [&] {
+        ASSERT_EQ(tfk_kv_cache_attention(cache.c, s.q_len, s.n_heads, pb.q.data(), pb.ldq,
+                                         pb.o.data(), pb.ldo, 0.0f, TFK_MASK_CAUSAL),
+                  TFK_SUCCESS);
+      });
+      std::vector<float> out(pb.o.data(), pb.o.data() + pb.o.size());
+      if (first.empty()) first = out;
+      ASSERT_TRUE(SameBits(first.data(), out.data(), out.size())) << threads << " threads";
+    }
+  }
 }
 
 TEST_P(KvCacheTest, Errors) {
