@@ -130,14 +130,10 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
   TFK_RETURN_IF_ERROR(tfk_block_workspace_size(block, n, &need));
   TFK_RETURN_IF_ERROR(CheckForward(fn, n, block->d_model, X, ldx, Y, ldy, nullptr, 0, workspace,
                                    workspace_bytes, need));
-  if (cache != nullptr) {
-    size_t len = 0, capacity = 0;
-    tfk_kv_cache_info(cache, &len, &capacity, nullptr);
-    if (n > capacity - len) {
-      return Fail(TFK_INVALID_ARGUMENT, fn,
-                  "the cache (length %zu, capacity %zu) has no room for %zu tokens", len,
-                  capacity, n);
-    }
+  if (cache != nullptr) {  // checked before the norm writes the workspace
+    size_t kv_heads = 0, head_dim = 0, len = 0;
+    MhaCacheShape(block->mha, &kv_heads, &head_dim);
+    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &len));
   }
   const size_t d = block->d_model;
   WorkspaceCarver carve(workspace);

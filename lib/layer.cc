@@ -5,6 +5,7 @@
 
 #include <new>
 
+#include "lib/attention.h"
 #include "lib/status.h"
 
 namespace tfk {
@@ -83,6 +84,23 @@ tfk_status CheckLayout(const char* fn, tfk_layout layout) {
   if (layout == TFK_LAYOUT_KN || layout == TFK_LAYOUT_NK) return TFK_SUCCESS;
   return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout",
               static_cast<int>(layout));
+}
+
+tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_heads,
+                      size_t head_dim, size_t n, size_t* length) {
+  size_t kv_heads = 0, dim = 0, capacity = 0;
+  KvCacheShape(cache, &kv_heads, &dim);
+  if (kv_heads != n_kv_heads || dim != head_dim) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "the cache holds %zu KV heads of %zu, the layer %zu of %zu",
+                kv_heads, dim, n_kv_heads, head_dim);
+  }
+  tfk_kv_cache_info(cache, length, &capacity, nullptr);
+  if (n > capacity - *length) {
+    return Fail(TFK_INVALID_ARGUMENT, fn,
+                "the cache (length %zu, capacity %zu) has no room for %zu tokens", *length,
+                capacity, n);
+  }
+  return TFK_SUCCESS;
 }
 
 }  // namespace detail

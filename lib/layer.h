@@ -59,6 +59,14 @@ tfk_status CheckForward(const char* fn, size_t n, size_t cols, const float* X, s
 // tfk_status of a layout argument.
 tfk_status CheckLayout(const char* fn, tfk_layout layout);
 
+// Checks that cache (not null) holds n_kv_heads x head_dim per token and has
+// room for n more tokens; sets *length to its current length.
+tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_heads,
+                      size_t head_dim, size_t n, size_t* length);
+
+// The KV heads and head_dim of a layer (lib/mha.cc), for the block's checks.
+void MhaCacheShape(const tfk_mha* mha, size_t* n_kv_heads, size_t* head_dim);
+
 }  // namespace detail
 }  // namespace tfk
 

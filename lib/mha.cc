@@ -87,6 +87,15 @@ tfk_status Validate(const char* fn, tfk_mha_config& c) {
 
 }  // namespace
 
+namespace tfk {
+namespace detail {
+void MhaCacheShape(const tfk_mha* mha, size_t* n_kv_heads, size_t* head_dim) {
+  *n_kv_heads = mha->cfg.n_kv_heads;
+  *head_dim = mha->cfg.head_dim;
+}
+}  // namespace detail
+}  // namespace tfk
+
 extern "C" {
 
 TFK_API tfk_status tfk_mha_create(tfk_mha** out, const tfk_mha_config* config) {
@@ -146,18 +155,7 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X,
       CheckForward(fn, n, c.d_model, X, ldx, Y, ldy, R, ldr, workspace, workspace_bytes, need));
   size_t p0 = 0;
   if (cache != nullptr) {
-    size_t kv_heads = 0, head_dim = 0, capacity = 0;
-    tfk::KvCacheShape(cache, &kv_heads, &head_dim);
-    if (kv_heads != c.n_kv_heads || head_dim != c.head_dim) {
-      return Fail(TFK_INVALID_ARGUMENT, fn,
-                  "the cache holds %zu KV heads of %zu, the layer %zu of %zu", kv_heads,
-                  head_dim, c.n_kv_heads, c.head_dim);
-    }
-    tfk_kv_cache_info(cache, &p0, &capacity, nullptr);
-    if (n > capacity - p0) {
-      return Fail(TFK_INVALID_ARGUMENT, fn, "the cache (length %zu, capacity %zu) has no room for %zu tokens",
-                  p0, capacity, n);
-    }
+    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, c.n_kv_heads, c.head_dim, n, &p0));
   }
   WorkspaceCarver ws(workspace);
   float* qkv = ws.Take(n * mha->qkv_cols);

@@ -275,23 +275,28 @@ struct Block {
   Ffn ffn;
   tfk_block_config cfg{};
   std::vector<float> g1, be1, g2, be2;
-  Block(size_t d, bool post_ln, tfk_norm_kind norm, int rope, uint32_t seed)
+  // alt: the FFN gated with LayerNorm and plain with RMSNorm (the other way
+  // round otherwise), and no gamma or beta (NULL).
+  Block(size_t d, bool post_ln, tfk_norm_kind norm, int rope, uint32_t seed, bool alt = false)
       : mha(d, 4, 2, d / 4, TFK_LAYOUT_NK, true, rope, true, seed),
-        ffn(d, 3 * d, TFK_ACT_GELU_ERF, norm == TFK_NORM_RMS, TFK_LAYOUT_NK, seed + 20) {
-    g1 = Rand(d, 1.0f, seed + 30), be1 = Rand(d, 0.2f, seed + 31);
-    g2 = Rand(d, 1.0f, seed + 32), be2 = Rand(d, 0.2f, seed + 33);
+        ffn(d, 3 * d, TFK_ACT_GELU_ERF, (norm == TFK_NORM_RMS) != alt, TFK_LAYOUT_NK, seed + 20) {
+    if (!alt) {
+      g1 = Rand(d, 1.0f, seed + 30), be1 = Rand(d, 0.2f, seed + 31);
+      g2 = Rand(d, 1.0f, seed + 32), be2 = Rand(d, 0.2f, seed + 33);
+    }
     cfg.attn = mha.cfg, cfg.ffn = ffn.cfg;
     cfg.post_ln = post_ln, cfg.norm = norm, cfg.eps = 1e-5f;
-    cfg.norm1_gamma = g1.data(), cfg.norm1_beta = be1.data();
-    cfg.norm2_gamma = g2.data(), cfg.norm2_beta = be2.data();
+    cfg.norm1_gamma = Ptr(g1), cfg.norm1_beta = Ptr(be1);
+    cfg.norm2_gamma = Ptr(g2), cfg.norm2_beta = Ptr(be2);
   }
+  static const float* Ptr(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
   void Norm(size_t n, const float* x, const std::vector<float>& g, const std::vector<float>& b,
             float* y) const {
     const size_t d = cfg.attn.d_model;
     if (cfg.norm == TFK_NORM_LAYER) {
-      tfk::check(tfk_layernorm(n, d, x, d, g.data(), b.data(), cfg.eps, y, d));
+      tfk::check(tfk_layernorm(n, d, x, d, Ptr(g), Ptr(b), cfg.eps, y, d));
     } else {
-      tfk::check(tfk_rmsnorm(n, d, x, d, g.data(), cfg.eps, y, d));
+      tfk::check(tfk_rmsnorm(n, d, x, d, Ptr(g), cfg.eps, y, d));
     }
   }
   // The block from its parts (tfk_mha by parts, norms, FFN by parts).
@@ -318,7 +323,7 @@ TEST_P(LayerTest, BlockPreAndPostLnEqualTheirComposition) {
   for (bool post_ln : {false, true}) {
     for (tfk_norm_kind norm : {TFK_NORM_LAYER, TFK_NORM_RMS}) {
       for (int rope : {0, 1}) {
-        const Block b(d, post_ln, norm, rope, seed++);
+        const Block b(d, post_ln, norm, rope, seed++, /*alt=*/rope == 1);
         tfk_block* h = nullptr;
         ASSERT_EQ(tfk_block_create(&h, &b.cfg), TFK_SUCCESS) << tfk_last_error();
         std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> guard(h, tfk_block_destroy);
@@ -335,7 +340,8 @@ TEST_P(LayerTest, BlockPreAndPostLnEqualTheirComposition) {
                     TFK_SUCCESS)
               << tfk_last_error();
           ASSERT_TRUE(SameBits(want.data(), got.data(), n * d))
-              << "post_ln " << post_ln << " norm " << norm << " rope " << rope << " n " << n;
+              << "post_ln " << post_ln << " norm " << norm << " rope and alt " << rope
+              << " n " << n;
         }
       }
     }
@@ -443,7 +449,7 @@ TEST_P(LayerTest, Errors) {
   std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> guard(blk, tfk_block_destroy);
   size_t bytes = 0;
   tfk::check(tfk_block_workspace_size(blk, 4, &bytes));
-  std::vector<char> ws(bytes);
+  std::vector<char> ws(bytes, 0x5A);
   std::vector<float> x(4 * 32, 1.0f), y(4 * 32, 5.0f);
   expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, nullptr, ws.data(), bytes - 1),
          "workspace_bytes");
@@ -462,7 +468,12 @@ TEST_P(LayerTest, Errors) {
   expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes),
          "KV heads");
   tfk_kv_cache_destroy(cache);
-  for (float v : y) ASSERT_EQ(v, 5.0f);  // nothing written
+  tfk::check(tfk_kv_cache_create(&cache, 16, 2, 4, TFK_DTYPE_F32));  // head_dim 8 in the layer
+  expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes),
+         "KV heads");
+  tfk_kv_cache_destroy(cache);
+  for (float v : y) ASSERT_EQ(v, 5.0f);  // nothing written, not even the workspace
+  for (char c : ws) ASSERT_EQ(c, 0x5A);
 }
 
 TEST_P(LayerTest, CppWrappers) {
@@ -495,6 +506,31 @@ TEST_P(LayerTest, CppWrappers) {
                           0.0f, TFK_MASK_CAUSAL),
             TFK_SUCCESS);
   EXPECT_TRUE(SameBits(o1.data(), o2.data(), o1.size()));
+  // tfk::mha, tfk::ffn and the cache's append and attention wrap the C calls.
+  const tfk::mha m(b.mha.cfg);
+  const tfk::ffn f(b.ffn.cfg);
+  std::vector<char> wm(m.workspace_size(5)), wf(f.workspace_size(5));
+  std::vector<float> a1(5 * 32), a2(5 * 32);
+  m.forward(5, X.data(), a1.data(), X.data(), wm.data(), wm.size());
+  tfk::check(tfk_mha_forward(m.get(), 5, X.data(), 32, a2.data(), 32, X.data(), 32, nullptr,
+                             wm.data(), wm.size()));
+  EXPECT_TRUE(SameBits(a1.data(), a2.data(), a1.size()));
+  f.forward(5, X.data(), a1.data(), nullptr, wf.data(), wf.size());
+  tfk::check(tfk_ffn_forward(f.get(), 5, X.data(), 32, a2.data(), 32, nullptr, 0, wf.data(),
+                             wf.size()));
+  EXPECT_TRUE(SameBits(a1.data(), a2.data(), a1.size()));
+  tfk::kv_cache c(8, 2, 8);  // the layer's 2 KV heads of 8
+  const auto k3 = Rand(3 * 16, 1.0f, 7), v3 = Rand(3 * 16, 1.0f, 8), q3 = Rand(3 * 32, 1.0f, 9);
+  c.append(3, k3.data(), v3.data());
+  EXPECT_EQ(c.length(), 3u);
+  EXPECT_EQ(c.capacity(), 8u);
+  EXPECT_EQ(c.bytes(), 2u * 8 * 16 * sizeof(float));
+  c.attention(3, 4, q3.data(), a1.data());
+  ASSERT_EQ(tfk_attention(3, 3, 4, 2, 8, q3.data(), 32, k3.data(), 16, v3.data(), 16, a2.data(),
+                          32, 0.0f, TFK_MASK_CAUSAL),
+            TFK_SUCCESS);
+  EXPECT_TRUE(SameBits(a1.data(), a2.data(), 3 * 32));
+  EXPECT_THROW(c.append(6, k3.data(), v3.data()), tfk::error);  // 9 > capacity 8
 }
 
 TFK_INSTANTIATE_FOR_EACH_ISA(LayerTest);

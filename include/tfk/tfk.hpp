@@ -82,8 +82,9 @@ inline void rmsnorm(size_t rows, size_t cols, const float* x,
 }
 
 inline void add(size_t rows, size_t cols, const float* a, const float* b,
-                float* y) {
-  check(tfk_add(rows, cols, a, cols, b, cols, y, cols));
+                float* y, size_t lda = 0, size_t ldb = 0, size_t ldy = 0) {
+  check(tfk_add(rows, cols, a, lda ? lda : cols, b, ldb ? ldb : cols, y,
+                ldy ? ldy : cols));
 }
 
 struct rope_config {
@@ -146,9 +147,13 @@ class linear : public detail::handle<tfk_linear, tfk_linear_destroy> {
                             bias, act));
   }
 
-  // Y[M,N] = R + act(X W + bias); R may be null or equal to Y.
-  void forward(size_t M, const float* X, float* Y, const float* R = nullptr) const {
-    check(tfk_linear_forward(h_, M, X, K(), Y, N(), R, N()));
+  // Y[M,N] = R + act(X W + bias); R may be null or equal to Y (leading
+  // dimensions 0: dense).
+  void forward(size_t M, const float* X, float* Y, const float* R = nullptr, size_t ldx = 0,
+               size_t ldy = 0, size_t ldr = 0) const {
+    const Info i = info();
+    check(tfk_linear_forward(h_, M, X, ldx ? ldx : i.k, Y, ldy ? ldy : i.n, R,
+                             ldr ? ldr : i.n));
   }
   size_t K() const { return info().k; }
   size_t N() const { return info().n; }
@@ -175,31 +180,99 @@ inline void attention(size_t q_len, size_t kv_len, size_t n_heads, size_t n_kv_h
                       scale, mask));
 }
 
-// A KV cache (fp32 or bf16) for one attention layer.
+// A KV cache (fp32 or bf16) for one attention layer. Leading dimensions 0
+// below mean dense rows (n_kv_heads * head_dim for K and V, n_heads *
+// head_dim for Q and O).
 class kv_cache : public detail::handle<tfk_kv_cache, tfk_kv_cache_destroy> {
  public:
-  kv_cache(size_t capacity, size_t n_kv_heads, size_t head_dim, tfk_dtype dtype = TFK_DTYPE_F32) {
+  kv_cache(size_t capacity, size_t n_kv_heads, size_t head_dim, tfk_dtype dtype = TFK_DTYPE_F32)
+      : width_(n_kv_heads * head_dim), head_dim_(head_dim) {
     check(tfk_kv_cache_create(&h_, capacity, n_kv_heads, head_dim, dtype));
   }
-  size_t length() const {
-    size_t n = 0;
-    check(tfk_kv_cache_info(h_, &n, nullptr, nullptr));
-    return n;
+  // Appends K and V [tokens, n_kv_heads, head_dim].
+  void append(size_t tokens, const float* K, const float* V, size_t ldk = 0, size_t ldv = 0) {
+    check(tfk_kv_cache_append(h_, tokens, K, ldk ? ldk : width_, V, ldv ? ldv : width_));
   }
+  // O = attention of q_len queries Q [q_len, n_heads, head_dim] against
+  // every cached token (scale 0: 1/sqrt(head_dim)).
+  void attention(size_t q_len, size_t n_heads, const float* Q, float* O,
+                 tfk_mask mask = TFK_MASK_CAUSAL, float scale = 0.0f, size_t ldq = 0,
+                 size_t ldo = 0) const {
+    const size_t w = n_heads * head_dim_;
+    check(tfk_kv_cache_attention(h_, q_len, n_heads, Q, ldq ? ldq : w, O, ldo ? ldo : w, scale,
+                                 mask));
+  }
+  size_t length() const { return info().length; }
+  size_t capacity() const { return info().capacity; }
+  size_t bytes() const { return info().bytes; }
   void truncate(size_t length) { check(tfk_kv_cache_truncate(h_, length)); }
+
+ private:
+  struct Info {
+    size_t length, capacity, bytes;
+  };
+  Info info() const {
+    Info i{};
+    check(tfk_kv_cache_info(h_, &i.length, &i.capacity, &i.bytes));
+    return i;
+  }
+  size_t width_, head_dim_;
 };
 
-// A transformer block with packed weights; forward works in a caller-owned
-// workspace of workspace_size(n) bytes (e.g. a std::vector<char> kept
-// across calls) and appends to `cache` when one is given.
-class block : public detail::handle<tfk_block, tfk_block_destroy> {
+namespace detail {
+// A layer (mha, ffn, block) with packed weights; forward works in a
+// caller-owned workspace of workspace_size(n) bytes (e.g. a
+// std::vector<char> kept across calls).
+template <class T, tfk_status (*Size)(const T*, size_t, size_t*), void (*D)(T*)>
+class layer : public handle<T, D> {
  public:
-  explicit block(const tfk_block_config& config) { check(tfk_block_create(&h_, &config)); }
   size_t workspace_size(size_t n) const {
     size_t bytes = 0;
-    check(tfk_block_workspace_size(h_, n, &bytes));
+    check(Size(this->h_, n, &bytes));
     return bytes;
   }
+};
+}  // namespace detail
+
+// Multi-head attention: Y = R + MHA(X), R null or equal to Y; appends the
+// new tokens' K and V to `cache` when one is given. Rows are d_model wide
+// (leading dimension d_model).
+class mha : public detail::layer<tfk_mha, tfk_mha_workspace_size, tfk_mha_destroy> {
+ public:
+  explicit mha(const tfk_mha_config& config) : d_model_(config.d_model) {
+    check(tfk_mha_create(&h_, &config));
+  }
+  void forward(size_t n, const float* X, float* Y, const float* R, void* workspace,
+               size_t workspace_bytes, kv_cache* cache = nullptr) const {
+    check(tfk_mha_forward(h_, n, X, d_model_, Y, d_model_, R, d_model_,
+                          cache ? cache->get() : nullptr, workspace, workspace_bytes));
+  }
+
+ private:
+  size_t d_model_;
+};
+
+// The position-wise FFN: Y = R + FFN(X), R null or equal to Y, rows d_model
+// wide.
+class ffn : public detail::layer<tfk_ffn, tfk_ffn_workspace_size, tfk_ffn_destroy> {
+ public:
+  explicit ffn(const tfk_ffn_config& config) : d_model_(config.d_model) {
+    check(tfk_ffn_create(&h_, &config));
+  }
+  void forward(size_t n, const float* X, float* Y, const float* R, void* workspace,
+               size_t workspace_bytes) const {
+    check(tfk_ffn_forward(h_, n, X, d_model_, Y, d_model_, R, d_model_, workspace,
+                          workspace_bytes));
+  }
+
+ private:
+  size_t d_model_;
+};
+
+// A transformer block; appends to `cache` when one is given.
+class block : public detail::layer<tfk_block, tfk_block_workspace_size, tfk_block_destroy> {
+ public:
+  explicit block(const tfk_block_config& config) { check(tfk_block_create(&h_, &config)); }
   // Y[n, d_model] = block(X), dense rows; Y may be X.
   void forward(size_t n, const float* X, float* Y, size_t d_model, void* workspace,
                size_t workspace_bytes, kv_cache* cache = nullptr) const {
