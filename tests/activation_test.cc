@@ -144,6 +144,18 @@ TEST_P(ActivationTest, IdenticalBitsForAnyThreadCount) {
     WithThreads(1, [&] { tfk::activate(act, rows, cols, x.data(), y1.data()); });
     EXPECT_TRUE(SameBits(y1.data(), y2.data(), rows * cols));
   }
+  // tfk_add, same rows and partitions.
+  Buffer b(rows * cols);
+  FillUniform(b.data(), rows * cols, -10.0f, 10.0f, 6);
+  float* outs[3] = {y1.data(), y2.data(), y7.data()};
+  const int threads[3] = {1, 2, 7};
+  for (int i = 0; i < 3; ++i) {
+    WithThreads(threads[i], [&] {
+      ASSERT_EQ(tfk_add(rows, cols, x.data(), cols, b.data(), cols, outs[i], cols), TFK_SUCCESS);
+    });
+  }
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), rows * cols));
+  EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
 }
 
 TEST_P(ActivationTest, AddExactStridedAndInPlace) {

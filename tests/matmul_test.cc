@@ -54,7 +54,8 @@ struct Case {
 
 std::vector<Case> Shapes() {
   std::vector<Case> cases;
-  for (size_t M : {1, 2, 3, 4, 7, 12, 13, 25}) {
+  // Around the row tiles: 6 (AVX2), 14 (AVX-512) and their multiples.
+  for (size_t M : {1, 2, 3, 4, 7, 12, 13, 14, 15, 25, 28, 29}) {
     for (size_t N : {1, 5, 31, 32, 33, 65}) {
       for (size_t K : {1, 2, 17, 64}) cases.push_back({M, N, K});
     }
@@ -140,7 +141,7 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   const size_t M = 29, K = 77, N = 45;
   for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
     const bool kn = layout == TFK_LAYOUT_KN;
-    Mat X(M, K, 1), W(kn ? K : N, kn ? N : K, 2), Y(M, N), R(M, N), Y2(M, N), Z(M, N);
+    Mat X(M, K, 1), W(kn ? K : N, kn ? N : K, 2), Y(M, N), R(M, N), Y2(M, N), Z(M, N, 5, 1);
     FillUniform(X.data(), M * X.ld, -1, 1, 1);
     FillUniform(W.data(), W.rows * W.ld, -0.3f, 0.3f, 2);
     FillUniform(R.data(), M * N, -1, 1, 3);
@@ -162,14 +163,18 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
 
     for (tfk_activation act :
          {TFK_ACT_NONE, TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
-      for (bool residual : {false, true}) {
+      // 0: no residual; 1: in place, Z = Z + act(XW + b); 2: Z = R +
+      // act(XW + b) with R apart, its own leading dimension.
+      for (int residual : {0, 1, 2}) {
         tfk_linear* layer = nullptr;
         tfk::check(tfk_linear_create(&layer, K, N, W.data(), W.ld, layout, bias.data(), act));
         std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> g2(layer, tfk_linear_destroy);
-        // Residual in place: Y = Y + act(XW + b).
-        std::copy(R.data(), R.data() + M * N, Z.data());
-        tfk::check(tfk_linear_forward(layer, M, X.data(), X.ld, Z.data(), N,
-                                      residual ? Z.data() : nullptr, N));
+        for (size_t i = 0; i < M; ++i) {
+          for (size_t j = 0; j < N; ++j) Z.at(i, j) = residual == 1 ? R.at(i, j) : 9.0f;
+        }
+        const float* r = residual == 0 ? nullptr : residual == 1 ? Z.data() : R.data();
+        tfk::check(tfk_linear_forward(layer, M, X.data(), X.ld, Z.data(), Z.ld, r,
+                                      residual == 1 ? Z.ld : R.ld));
         for (size_t i = 0; i < M; ++i) {
           for (size_t j = 0; j < N; ++j) {
             double s = 0, mag = 0;
@@ -179,7 +184,7 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
               mag += std::fabs(p);
             }
             const double pre = s + bias[j];
-            const double ref = Act(act, pre) + (residual ? R.at(i, j) : 0.0);
+            const double ref = Act(act, pre) + (residual != 0 ? R.at(i, j) : 0.0);
             // Pre-activation error (2K u |X||W| + 4u(|s| + |b|)) times the
             // activation's slope (<= 1.13 for GELU, 1.1 for SiLU), plus the activation's own
             // 16 u (GELU-tanh: its bound at these |x| <= 3 is < 40 u) and the
@@ -211,9 +216,11 @@ TEST_P(MatmulTest, IdenticalBitsForAnyThreadCount) {
   // Decode shape: one row, weights split over threads by panels.
   tfk_linear* layer = nullptr;
   tfk::check(tfk_linear_create(&layer, K, N, B.data(), N, TFK_LAYOUT_KN, nullptr, TFK_ACT_GELU_ERF));
-  std::vector<float> y1(N), y7(N);
+  std::vector<float> y1(N), y2(N), y7(N);
   WithThreads(1, [&] { tfk::check(tfk_linear_forward(layer, 1, A.data(), K, y1.data(), N, nullptr, 0)); });
+  WithThreads(2, [&] { tfk::check(tfk_linear_forward(layer, 1, A.data(), K, y2.data(), N, nullptr, 0)); });
   WithThreads(7, [&] { tfk::check(tfk_linear_forward(layer, 1, A.data(), K, y7.data(), N, nullptr, 0)); });
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), N));
   EXPECT_TRUE(SameBits(y1.data(), y7.data(), N));
   tfk_linear_destroy(layer);
 }
@@ -238,6 +245,13 @@ TEST_P(MatmulTest, CppLayer) {
   layer.forward(M, x.data(), y1.data());
   tfk::matmul(M, N, K, x.data(), w.data(), y2.data(), TFK_LAYOUT_NK);
   EXPECT_TRUE(SameBits(y1.data(), y2.data(), M * N));
+  // Strided: X rows of K + 1, Y rows of N + 3, R (= y1) dense: Y = y1 + XW.
+  std::vector<float> xs(M * (K + 1)), ys(M * (N + 3));
+  for (size_t i = 0; i < M; ++i) std::copy(&x[i * K], &x[i * K] + K, &xs[i * (K + 1)]);
+  layer.forward(M, xs.data(), ys.data(), y1.data(), K + 1, N + 3, N);
+  for (size_t i = 0; i < M; ++i) {
+    for (size_t j = 0; j < N; ++j) EXPECT_EQ(ys[i * (N + 3) + j], y1[i * N + j] + y2[i * N + j]);
+  }
   tfk::linear moved = std::move(layer);
   EXPECT_EQ(moved.N(), N);
   EXPECT_THROW(tfk::linear(0, N, w.data()), tfk::error);
@@ -268,6 +282,8 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
          tfk_matmul(2, 4, 4, NAN, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "C overlaps A",
          tfk_matmul(2, 4, 4, 1, c.data() + 2, 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "C overlaps B",
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, c.data() + 3, 4, TFK_LAYOUT_KN, 0, c.data(), 4));
   tfk_linear* h = nullptr;
   expect(TFK_INVALID_ARGUMENT, "out is NULL",
          tfk_linear_create(nullptr, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));

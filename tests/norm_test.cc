@@ -155,7 +155,9 @@ TEST_P(NormTest, IdenticalBitsForAnyThreadCount) {
   EXPECT_TRUE(SameBits(y1.data(), y2.data(), rows * cols));
   EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
   WithThreads(1, [&] { tfk::rmsnorm(rows, cols, x.data(), nullptr, 1e-5f, y1.data()); });
+  WithThreads(2, [&] { tfk::rmsnorm(rows, cols, x.data(), nullptr, 1e-5f, y2.data()); });
   WithThreads(7, [&] { tfk::rmsnorm(rows, cols, x.data(), nullptr, 1e-5f, y7.data()); });
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), rows * cols));
   EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
 }
 
