@@ -4,8 +4,12 @@
  *  - Matrices are fp32, row-major, [rows, cols] with a leading dimension
  *    (row stride, in elements) ld >= cols. Pointers need only float (4-byte)
  *    alignment.
- *  - Every function returns a tfk_status. On failure nothing the caller owns
- *    has been written, and tfk_last_error() names the offending argument.
+ *  - Every function returns a tfk_status (except the destroy functions, the
+ *    getters and tfk_last_error). Arguments are checked before anything is
+ *    written: on TFK_INVALID_ARGUMENT or TFK_UNSUPPORTED_ISA nothing the
+ *    caller owns has been written, and tfk_last_error() names the offending
+ *    argument. TFK_OUT_OF_MEMORY (a create, or a kernel's first per-thread
+ *    scratch allocation failing) may leave outputs partly written.
  *  - Zero sizes are an error (they are almost always a bug in the caller).
  *  - "In place" means the output pointer equals the input pointer with the
  *    same leading dimension; any other overlap of input and output is an
@@ -208,7 +212,8 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N,
                                      tfk_activation act);
 
 /* Y[M,N] = R + act(X[M,K] W + bias); R is [M,N] (ldr) or NULL. Y may be R
- * (in place residual add) but must not overlap X. Allocates nothing. */
+ * (in place residual add) but must not overlap X. Allocates nothing after a
+ * thread's first call (per-thread scratch, docs/design.md). */
 TFK_API tfk_status tfk_linear_forward(const tfk_linear* layer, size_t M,
                                       const float* X, size_t ldx, float* Y,
                                       size_t ldy, const float* R, size_t ldr);
@@ -300,8 +305,9 @@ TFK_API void tfk_kv_cache_destroy(tfk_kv_cache* cache);
  * PyTorch / Hugging Face checkpoints). create copies and packs them (the
  * caller's arrays can be freed afterwards); a handle is then immutable, and
  * forward may run on it from many threads at once, each with its own
- * workspace and KV cache. forward allocates nothing: it works in a caller's
- * workspace of at least *_workspace_size(n) bytes (4-byte aligned). In
+ * workspace and KV cache. forward works in a caller's workspace of at least
+ * *_workspace_size(n) bytes (any alignment), plus the kernels' per-thread
+ * scratch, allocated on a thread's first use and reused after. In
  * every forward, Y may be X or R (in place) but must not otherwise overlap
  * them, and the workspace must not overlap any of them. */
 
