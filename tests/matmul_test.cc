@@ -138,61 +138,67 @@ TEST_P(MatmulTest, ExactWithSmallIntegers) {
 }
 
 TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
-  const size_t M = 29, K = 77, N = 45;
-  for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
-    const bool kn = layout == TFK_LAYOUT_KN;
-    Mat X(M, K, 1), W(kn ? K : N, kn ? N : K, 2), Y(M, N), R(M, N), Y2(M, N), Z(M, N, 5, 1);
-    FillUniform(X.data(), M * X.ld, -1, 1, 1);
-    FillUniform(W.data(), W.rows * W.ld, -0.3f, 0.3f, 2);
-    FillUniform(R.data(), M * N, -1, 1, 3);
-    std::vector<float> bias(N);
-    FillUniform(bias.data(), N, -0.5f, 0.5f, 4);
+  // M = 1 and 2 take the decoding tiles; M = 1 runs 4 panels at once, then
+  // the rest one by one: 100 columns are 4 panels, the last partial; 161
+  // are 6, the last partial.
+  const size_t shapes[][2] = {{29, 45}, {1, 45}, {1, 100}, {1, 161}, {2, 161}};
+  for (const auto& shape : shapes) {
+    for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+      const size_t M = shape[0], K = 77, N = shape[1];
+      const bool kn = layout == TFK_LAYOUT_KN;
+      Mat X(M, K, 1), W(kn ? K : N, kn ? N : K, 2), Y(M, N), R(M, N), Y2(M, N), Z(M, N, 5, 1);
+      FillUniform(X.data(), M * X.ld, -1, 1, 1);
+      FillUniform(W.data(), W.rows * W.ld, -0.3f, 0.3f, 2);
+      FillUniform(R.data(), M * N, -1, 1, 3);
+      std::vector<float> bias(N);
+      FillUniform(bias.data(), N, -0.5f, 0.5f, 4);
 
-    // No epilogue: packed forward == unpacked matmul, bit for bit.
-    tfk_linear* plain = nullptr;
-    tfk::check(tfk_linear_create(&plain, K, N, W.data(), W.ld, layout, nullptr, TFK_ACT_NONE));
-    std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> guard(plain, tfk_linear_destroy);
-    tfk::check(tfk_linear_forward(plain, M, X.data(), X.ld, Y.data(), N, nullptr, 0));
-    tfk::check(tfk_matmul(M, N, K, 1, X.data(), X.ld, W.data(), W.ld, layout, 0, Y2.data(), N));
-    EXPECT_TRUE(SameBits(Y.data(), Y2.data(), M * N));
-    size_t k = 0, n = 0, bytes = 0;
-    tfk::check(tfk_linear_info(plain, &k, &n, &bytes));
-    EXPECT_EQ(k, K);
-    EXPECT_EQ(n, N);
-    EXPECT_GE(bytes, 2 * 32 * K * sizeof(float));  // 45 columns -> 2 panels
+      // No epilogue: packed forward == unpacked matmul, bit for bit.
+      tfk_linear* plain = nullptr;
+      tfk::check(tfk_linear_create(&plain, K, N, W.data(), W.ld, layout, nullptr, TFK_ACT_NONE));
+      std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> guard(plain, tfk_linear_destroy);
+      tfk::check(tfk_linear_forward(plain, M, X.data(), X.ld, Y.data(), N, nullptr, 0));
+      tfk::check(tfk_matmul(M, N, K, 1, X.data(), X.ld, W.data(), W.ld, layout, 0, Y2.data(), N));
+      EXPECT_TRUE(SameBits(Y.data(), Y2.data(), M * N));
+      size_t k = 0, n = 0, bytes = 0;
+      tfk::check(tfk_linear_info(plain, &k, &n, &bytes));
+      EXPECT_EQ(k, K);
+      EXPECT_EQ(n, N);
+      EXPECT_GE(bytes, (N + 31) / 32 * 32 * K * sizeof(float));  // whole panels
 
-    for (tfk_activation act :
-         {TFK_ACT_NONE, TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
-      // 0: no residual; 1: in place, Z = Z + act(XW + b); 2: Z = R +
-      // act(XW + b) with R apart, its own leading dimension.
-      for (int residual : {0, 1, 2}) {
-        tfk_linear* layer = nullptr;
-        tfk::check(tfk_linear_create(&layer, K, N, W.data(), W.ld, layout, bias.data(), act));
-        std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> g2(layer, tfk_linear_destroy);
-        for (size_t i = 0; i < M; ++i) {
-          for (size_t j = 0; j < N; ++j) Z.at(i, j) = residual == 1 ? R.at(i, j) : 9.0f;
-        }
-        const float* r = residual == 0 ? nullptr : residual == 1 ? Z.data() : R.data();
-        tfk::check(tfk_linear_forward(layer, M, X.data(), X.ld, Z.data(), Z.ld, r,
-                                      residual == 1 ? Z.ld : R.ld));
-        for (size_t i = 0; i < M; ++i) {
-          for (size_t j = 0; j < N; ++j) {
-            double s = 0, mag = 0;
-            for (size_t kk = 0; kk < K; ++kk) {
-              const double p = static_cast<double>(X.at(i, kk)) * BAt(W, layout, kk, j);
-              s += p;
-              mag += std::fabs(p);
+      for (tfk_activation act :
+           {TFK_ACT_NONE, TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
+        // 0: no residual; 1: in place, Z = Z + act(XW + b); 2: Z = R +
+        // act(XW + b) with R apart, its own leading dimension.
+        for (int residual : {0, 1, 2}) {
+          tfk_linear* layer = nullptr;
+          tfk::check(tfk_linear_create(&layer, K, N, W.data(), W.ld, layout, bias.data(), act));
+          std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> g2(layer, tfk_linear_destroy);
+          for (size_t i = 0; i < M; ++i) {
+            for (size_t j = 0; j < N; ++j) Z.at(i, j) = residual == 1 ? R.at(i, j) : 9.0f;
+          }
+          const float* r = residual == 0 ? nullptr : residual == 1 ? Z.data() : R.data();
+          tfk::check(tfk_linear_forward(layer, M, X.data(), X.ld, Z.data(), Z.ld, r,
+                                        residual == 1 ? Z.ld : R.ld));
+          for (size_t i = 0; i < M; ++i) {
+            for (size_t j = 0; j < N; ++j) {
+              double s = 0, mag = 0;
+              for (size_t kk = 0; kk < K; ++kk) {
+                const double p = static_cast<double>(X.at(i, kk)) * BAt(W, layout, kk, j);
+                s += p;
+                mag += std::fabs(p);
+              }
+              const double pre = s + bias[j];
+              const double ref = Act(act, pre) + (residual != 0 ? R.at(i, j) : 0.0);
+              // Pre-activation error (2K u |X||W| + 4u(|s| + |b|)) times the
+              // activation's slope (<= 1.13 for GELU, 1.1 for SiLU), plus the activation's own
+              // 16 u (GELU-tanh: its bound at these |x| <= 3 is < 40 u) and the
+              // residual add.
+              const double pre_err = (2 * K * mag + 4 * (std::fabs(s) + std::fabs(bias[j]))) * kEps;
+              const double tol = 1.13 * pre_err + 40 * kEps * std::fabs(Act(act, pre)) +
+                                 2 * kEps * std::fabs(ref) + 1e-37;
+              ASSERT_NEAR(Z.at(i, j), ref, tol) << "act " << act << " residual " << residual;
             }
-            const double pre = s + bias[j];
-            const double ref = Act(act, pre) + (residual != 0 ? R.at(i, j) : 0.0);
-            // Pre-activation error (2K u |X||W| + 4u(|s| + |b|)) times the
-            // activation's slope (<= 1.13 for GELU, 1.1 for SiLU), plus the activation's own
-            // 16 u (GELU-tanh: its bound at these |x| <= 3 is < 40 u) and the
-            // residual add.
-            const double pre_err = (2 * K * mag + 4 * (std::fabs(s) + std::fabs(bias[j]))) * kEps;
-            const double tol = 1.13 * pre_err + 40 * kEps * std::fabs(Act(act, pre)) +
-                               2 * kEps * std::fabs(ref) + 1e-37;
-            ASSERT_NEAR(Z.at(i, j), ref, tol) << "act " << act << " residual " << residual;
           }
         }
       }
