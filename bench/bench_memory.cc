@@ -50,7 +50,7 @@ void RegisterRmw(size_t n) {
 }
 
 // The read bandwidth: each thread reads its range as kReadStreams
-// interleaved streams, 64 bytes from each in turn. One core here reads one
+// interleaved streams, 128 bytes (a pair of lines) from each in turn. One core here reads one
 // sequential stream at ~12 GB/s but four at 15-17 (more lines in flight), so
 // a single stream would understate what a kernel can reach (the M = 1
 // matmul reads four panels at once).
@@ -61,16 +61,16 @@ void RegisterRead(size_t n) {
     Floats a(n);
     for (auto _ : s) {
       Split(n, t, [&](size_t lo, size_t hi) {
-        // Integer xor of the bit patterns into 16 independent lanes per
+        // Integer xor of the bit patterns into 32 independent lanes per
         // stream: associative, so the compiler vectorises it, and the chains
         // are independent, so the loop is bound by the loads alone.
         const uint32_t* w = reinterpret_cast<const uint32_t*>(a.p);
-        const size_t part = (hi - lo) / kReadStreams / 16 * 16;
-        uint32_t acc[kReadStreams][16] = {};
-        for (size_t i = 0; i < part; i += 16) {
+        const size_t part = (hi - lo) / kReadStreams / 32 * 32;
+        uint32_t acc[kReadStreams][32] = {};
+        for (size_t i = 0; i < part; i += 32) {
           for (size_t r = 0; r < kReadStreams; ++r) {
             const uint32_t* p = w + lo + r * part + i;
-            for (size_t j = 0; j < 16; ++j) acc[r][j] ^= p[j];
+            for (size_t j = 0; j < 32; ++j) acc[r][j] ^= p[j];
           }
         }
         uint32_t x = 0;

@@ -91,8 +91,9 @@ tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_hea
   size_t kv_heads = 0, dim = 0, capacity = 0;
   KvCacheShape(cache, &kv_heads, &dim);
   if (kv_heads != n_kv_heads || dim != head_dim) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "the cache holds %zu KV heads of %zu, the layer %zu of %zu",
-                kv_heads, dim, n_kv_heads, head_dim);
+    return Fail(TFK_INVALID_ARGUMENT, fn,
+                "the cache holds %zu KV heads of %zu, the layer %zu of %zu", kv_heads, dim,
+                n_kv_heads, head_dim);
   }
   tfk_kv_cache_info(cache, length, &capacity, nullptr);
   if (n > capacity - *length) {

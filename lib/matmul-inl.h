@@ -233,7 +233,9 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a,
     for (size_t p = 0; p < kP; ++p) {
       const float* bk = b + p * panel_stride + k * kNR;
 #pragma GCC unroll 16
-      for (size_t j = 0; j < kNV; ++j) acc[p][0][j] = hn::MulAdd(ak, hn::Load(d, bk + j * kLanes), acc[p][0][j]);
+      for (size_t j = 0; j < kNV; ++j) {
+        acc[p][0][j] = hn::MulAdd(ak, hn::Load(d, bk + j * kLanes), acc[p][0][j]);
+      }
     }
   }
 #pragma GCC unroll 16

@@ -37,8 +37,9 @@ bool Gemm(const GemmArgs& g) {
   const Blocking blk = GetBlocking();
   // One row tile (decoding): each panel is read once anyway; one pass over
   // K keeps it a sequential stream (M = 1, K = N = 4096, AVX2: 8.6 -> 11
-  // GB/s), four streams at once for M = 1 (TileRowPanels). With more tiles, k-blocks keep each panel slice in cache for
-  // all of them (M = 8 on AVX2's 3-row tiles would read each panel 3 times).
+  // GB/s), and M = 1 reads four panels at once (TileRowPanels). With more
+  // tiles, k-blocks keep each panel slice in cache for all of them (M = 8 on
+  // AVX2's 3-row tiles would read each panel 3 times).
   // (Packed weights only: the unpacked path packs B slices of kc rows into
   // scratch, which must stay small.)
   const bool decode = g.packed != nullptr && g.M <= kMaxMR;
