@@ -147,21 +147,22 @@ constexpr size_t kScoreStride = kKVB + 16;
 
 template <size_t kQ, class T>
 HWY_INLINE void DecodeBlock(size_t nk, const float* qs, size_t dh, const T* kb, size_t ldk,
-                            const T* vb, size_t ldv, bool prefetch, size_t avail, float* sc,
-                            float* state, bool first) {
-  DotRows<kQ>(nk, qs, dh, kb, ldk, dh, sc, kScoreStride, prefetch, avail);
+                            const T* vb, size_t ldv, bool prefetch, bool spread, size_t avail,
+                            float* sc, float* state, bool first) {
+  DotRows<kQ>(nk, qs, dh, kb, ldk, dh, sc, kScoreStride, prefetch, spread, avail);
   float alpha[kQ];
   for (size_t f = 0; f < kQ; ++f) {
     float* st = state + f * (dh + 2);
     alpha[f] = OnlineSoftmaxRow(nk, sc + f * kScoreStride, st[0], st[1]);
   }
   AccumulateValues<kQ>(nk, sc, kScoreStride, vb, ldv, dh, state + 2, dh + 2, alpha, first,
-                       prefetch, avail);
+                       prefetch, spread, avail);
 }
 
-// Decoding task: keys [s * kSplitKeys, ...) of group g for its n_q <= 8
-// queries. Writes per query (m, l, o[d]) to part, stride d + 2, or, if
-// final, the normalised output rows directly.
+// Decoding task: keys [s * kSplitKeys, ...) of group g for its n_q <=
+// kDecodeMaxQueries queries. Writes per query (m, l, o[d]) to part, stride
+// d + 2, or, if final, the normalised output rows directly. spread: K and V
+// come from memory, read them as 4 streams (DotRows).
 // Scratch: DecodeScratchFloats(n_q, d).
 constexpr size_t kDecodeTile = 4;  // queries per DecodeBlock
 
@@ -171,7 +172,7 @@ HWY_INLINE size_t DecodeScratchFloats(size_t n_q, size_t dh) {
 
 template <class T>
 HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool final,
-                             float* part, float* scratch) {
+                             bool spread, float* part, float* scratch) {
   const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads, n_q = a.q_len * n_rep;
   const size_t k_begin = s * kSplitKeys;
   const size_t k_end = k_begin + kSplitKeys < a.kv_len ? k_begin + kSplitKeys : a.kv_len;
@@ -213,13 +214,21 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
       const size_t nk = end[f0] - j0 < kKVB ? end[f0] - j0 : kKVB;
       const float* q = qs + f0 * dh;
       float* st = state + f0 * (dh + 2);
-      const bool pf = f0 == 0;
+      const bool pf = f0 == 0, sp = pf && spread;
       const size_t avail = a.kv_len - j0;
       switch (f1 - f0) {
-        case 1: DecodeBlock<1>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
-        case 2: DecodeBlock<2>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
-        case 3: DecodeBlock<3>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
-        default: DecodeBlock<4>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, avail, sc, st, first); break;
+        case 1:
+          DecodeBlock<1>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, sp, avail, sc, st, first);
+          break;
+        case 2:
+          DecodeBlock<2>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, sp, avail, sc, st, first);
+          break;
+        case 3:
+          DecodeBlock<3>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, sp, avail, sc, st, first);
+          break;
+        default:
+          DecodeBlock<4>(nk, q, dh, kb, a.ldk, vb, a.ldv, pf, sp, avail, sc, st, first);
+          break;
       }
     }
   }
@@ -301,6 +310,8 @@ bool AttentionT(const AttentionArgs& a) {
   if (part == nullptr) return false;
   const size_t scratch_floats = DecodeScratchFloats(n_q, dh);
   const size_t cost = kSplitKeys * dh * 2 * sizeof(T);
+  // K and V larger than half the last-level cache come from memory.
+  const bool spread = groups * a.kv_len * dh * 2 * sizeof(T) >= detail::StreamThresholdBytes();
   detail::ParallelFor(groups * n_splits, cost, [&](size_t begin, size_t end) HWY_ATTR {
     float* scratch = detail::ThreadScratch(scratch_floats);
     if (scratch == nullptr) {
@@ -309,7 +320,7 @@ bool AttentionT(const AttentionArgs& a) {
     }
     for (size_t item = begin; item < end; ++item) {
       const size_t g = item / n_splits, s = item % n_splits;
-      DecodeTask<T>(a, g, s, !split, part + item * n_q * (dh + 2), scratch);
+      DecodeTask<T>(a, g, s, !split, spread, part + item * n_q * (dh + 2), scratch);
     }
   });
   if (!ok.load() || !split) return ok.load();

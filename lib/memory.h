@@ -13,8 +13,9 @@ namespace detail {
 // Input and output together then exceed the cache, so the output cannot stay
 // there for its consumer anyway, and a streaming store skips the
 // read-for-ownership a normal store does: an out-of-place pass moves 2 bytes
-// per byte written instead of 3. The environment variable
-// TFK_STREAM_THRESHOLD (bytes) overrides it.
+// per byte written instead of 3. Decoding attention reads K and V at least
+// this large as 4 streams. The environment variable TFK_STREAM_THRESHOLD
+// (bytes) overrides it.
 size_t StreamThresholdBytes();
 
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.
