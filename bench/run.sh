@@ -57,9 +57,14 @@ else
 fi
 
 # OpenBLAS is slowed by OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE where they are
-# set: unset here only, for this command.
+# set: unset here only, for this command. The repetitions of all benchmarks
+# run in one random interleaved order, so a slow spell of a shared host falls
+# on tfk and its peers alike instead of on whichever ran during it (in order,
+# one full run here had tfk's M = 1 matmul at 0.78x oneDNN where the two
+# alternated in the same hour gave 1.04-1.12x).
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE build/bench/tfk_bench \
   --benchmark_filter="$filter" --benchmark_repetitions=$reps \
+  --benchmark_enable_random_interleaving=true \
   --benchmark_min_time=$min_time \
   --benchmark_out="$out/bench.json" --benchmark_out_format=json >"$out/bench.txt"
 
