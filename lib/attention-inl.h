@@ -223,8 +223,10 @@ HWY_INLINE void PrefetchKeyAhead(const T* k, size_t ld_k, size_t j, size_t avail
 
 // The value pass's requests for the next block's V rows, spread over its
 // row steps (windows x nk): rows stored back to back (the KV cache) are one
-// range, asked for in order, `step` bytes per row step; rows with gaps
-// (step 0) are asked for per window, its own columns of row j + nk.
+// range, asked for in order, `step` bytes per row step, or (spread) as 4
+// parts, one step of each in turn (where the steps do not divide by 4, a
+// part may end a step short: a few lines left to the hardware); rows with
+// gaps (step 0) are asked for per window, its own columns of row j + nk.
 struct NextRows {
   size_t rows = 0;              // rows of the next block to ask for; 0: none
   size_t step = 0;              // bytes per row step if back to back, else 0
