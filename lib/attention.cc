@@ -142,8 +142,8 @@ HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float
 
 // One block of nk keys for kQ queries that see the same keys: scores,
 // online softmax per query, value sums. state: per query (m, l, o[d]),
-// stride d + 2; sc: kQ score rows of kKVB + 16.
-constexpr size_t kScoreStride = kKVB + 16;
+// stride d + 2; sc: kQ score rows of kDecodeKVB + 16.
+constexpr size_t kScoreStride = kDecodeKVB + 16;
 
 template <size_t kQ, class T>
 HWY_INLINE void DecodeBlock(size_t nk, const float* qs, size_t dh, const T* kb, size_t ldk,
@@ -196,13 +196,13 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
   }
   const T* kbase = static_cast<const T*>(a.k) + g * a.k_head_stride;
   const T* vbase = static_cast<const T*>(a.v) + g * a.v_head_stride;
-  // Blocks outer, queries inner: a block of K and V (kKVB rows) stays in L1/L2
+  // Blocks outer, queries inner: a block of K and V (kDecodeKVB rows) stays in L2
   // for every query of the group. Queries that see the same keys (the heads
   // of one token) go through DecodeBlock together, up to kDecodeTile at once.
   // The first tile, which reads K and V from memory, prefetches (K up to the
   // group's last key: beyond the split, which this task or a neighbour reads
   // next). Every query sees the split's first key, so its sums start at 0.
-  for (size_t j0 = k_begin; j0 < last; j0 += kKVB) {
+  for (size_t j0 = k_begin; j0 < last; j0 += kDecodeKVB) {
     const T* kb = kbase + j0 * a.ldk;
     const T* vb = vbase + j0 * a.ldv;
     const bool first = j0 == k_begin;
@@ -211,7 +211,7 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
       f1 = f0 + 1;
       while (f1 < n_q && f1 - f0 < kDecodeTile && end[f1] == end[f0]) ++f1;
       if (end[f0] <= j0) continue;
-      const size_t nk = end[f0] - j0 < kKVB ? end[f0] - j0 : kKVB;
+      const size_t nk = end[f0] - j0 < kDecodeKVB ? end[f0] - j0 : kDecodeKVB;
       const float* q = qs + f0 * dh;
       float* st = state + f0 * (dh + 2);
       const bool pf = f0 == 0, sp = pf && spread;
