@@ -177,7 +177,19 @@ HWY_INLINE void OnlineSoftmaxBlock(size_t nj, float* st, float* m, float* l, flo
     const VF m_new = hn::Max(m_old, mb);
     const VF shift = hn::IfThenZeroElse(hn::Eq(m_new, neg_inf), m_new);
     VF sum = hn::Zero(d);
-    for (size_t j = 0; j < nj; ++j) {
+    size_t j = 0;
+    for (; j + 4 <= nj; j += 4) {  // 4 exponentials interleaved
+      VF p[4];
+#pragma GCC unroll 4
+      for (size_t k = 0; k < 4; ++k) p[k] = hn::Sub(hn::Load(d, st + (j + k) * kQB + o), shift);
+      ExpNonPositiveN<4>(d, p);
+#pragma GCC unroll 4
+      for (size_t k = 0; k < 4; ++k) {
+        hn::Store(p[k], d, st + (j + k) * kQB + o);
+        sum = hn::Add(sum, p[k]);
+      }
+    }
+    for (; j < nj; ++j) {
       float* s = st + j * kQB + o;
       const VF p = ExpNonPositive(d, hn::Sub(hn::Load(d, s), shift));
       hn::Store(p, d, s);
