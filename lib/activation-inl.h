@@ -68,6 +68,12 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 #endif
 }
 
+// The activations come in *N forms over K vectors at once, in place, each
+// step applied to all K before the next (as ExpNonPositiveN, and for the same
+// reason: one activation is a chain of ~30 dependent operations); the single
+// forms are K = 1.
+#define TFK_FOR_EACH_K _Pragma("GCC unroll 8") for (size_t k = 0; k < K; ++k)
+
 // 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, 20], relative error
 // <= 12 u. erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 + z/2); q is a degree-9
 // fit of erfcx(z)/t on z in [0, 10] (tools/fit_erfcx.py: 2e-8 relative,
@@ -76,27 +82,30 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 // rounding, and the final product is rounded once.
 // Past a = 14.6 (z = 10.3) exp(-z^2) < 2^-150 and the result is 0 (the fit's
 // range ends at z = 10, where the result is already below 2^-143).
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V HalfErfcScaled(D d, V a) {
-  // 1 + z/2 = 1 + a / (2 sqrt 2)
-  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(a, hn::Set(d, 0.35355339f), hn::Set(d, 1.0f)));
+// a[k] is replaced by the result.
+template <size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void HalfErfcScaledN(D d, V* a) {
   // q 2^-65: the fit's coefficients times 0.5 and the 2^-64 that
-  // MulExpNonPositiveSubnormal takes off its exponential (exact scalings).
+  // ExpNonPositiveTimes2Pow64N leaves on its exponential (exact scalings).
   constexpr float kScale = 0x1p-65f;
-  V q = hn::Set(d, kScale * 0.012284058146178722f);
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * -0.12325560301542282f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * 0.4289303719997406f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * -0.6700248718261719f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * 0.4212760627269745f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * -0.09831848740577698f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * 0.2255421131849289f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * 0.2386447936296463f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * 0.2828570306301117f));
-  q = hn::MulAdd(q, t, hn::Set(d, kScale * 0.2820644974708557f));
-  // -z^2 = a * (-a/2) = hi + lo exactly (-a/2 is exact).
-  V hi, lo;
-  ExactProduct(d, a, hn::Mul(a, hn::Set(d, -0.5f)), hi, lo);
-  return MulExpNonPositiveSubnormal(d, hn::Mul(t, q), hi, lo);
+  static constexpr float kQ[10] = {
+      kScale * 0.012284058146178722f, kScale * -0.12325560301542282f,
+      kScale * 0.4289303719997406f,   kScale * -0.6700248718261719f,
+      kScale * 0.4212760627269745f,   kScale * -0.09831848740577698f,
+      kScale * 0.2255421131849289f,   kScale * 0.2386447936296463f,
+      kScale * 0.2828570306301117f,   kScale * 0.2820644974708557f};
+  V t[K], q[K], lo[K];
+  // 1 + z/2 = 1 + a / (2 sqrt 2)
+  TFK_FOR_EACH_K t[k] = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(a[k], hn::Set(d, 0.35355339f), hn::Set(d, 1.0f)));
+  TFK_FOR_EACH_K q[k] = hn::Set(d, kQ[0]);
+#pragma GCC unroll 9
+  for (size_t c = 1; c < 10; ++c) {
+    TFK_FOR_EACH_K q[k] = hn::MulAdd(q[k], t[k], hn::Set(d, kQ[c]));
+  }
+  // -z^2 = a * (-a/2) = hi + lo exactly (-a/2 is exact); a becomes hi.
+  TFK_FOR_EACH_K ExactProduct(d, a[k], hn::Mul(a[k], hn::Set(d, -0.5f)), a[k], lo[k]);
+  ExpNonPositiveTimes2Pow64N<true, K>(d, a, lo);
+  TFK_FOR_EACH_K a[k] = hn::Mul(a[k], hn::Mul(t[k], q[k]));
 }
 
 // The three smooth activations are x P(x) with 0 <= P <= 1 and P(x) ->
@@ -123,32 +132,55 @@ HWY_INLINE V SigmoidOfNegative(D d, V e) {
   return hn::Div(e, hn::Add(hn::Set(d, 1.0f), e));
 }
 
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V GeluErf(D d, V x) {
-  const V ax = ClampedAbs(d, x, 20.0f);
-  return FromLowerTail(d, x, ax, HalfErfcScaled(d, ax));
+template <size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void GeluErfN(D d, V* x) {
+  V ax[K], tail[K];
+  TFK_FOR_EACH_K ax[k] = tail[k] = ClampedAbs(d, x[k], 20.0f);
+  HalfErfcScaledN<K>(d, tail);
+  TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], tail[k]);
 }
 
 // P(-|x|) = sigmoid(-2u(|x|)), 2u = 2 sqrt(2/pi) |x| (1 + 0.044715 x^2);
 // past |x| = 20 (2u = 603) e is 0.
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V GeluTanh(D d, V x) {
-  const V ax = ClampedAbs(d, x, 20.0f);
-  const V poly = hn::MulAdd(hn::Mul(ax, ax), hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
-  const V neg_2u = hn::Mul(hn::Mul(ax, poly), hn::Set(d, -1.5957691216057308f));
-  const V e = ExpNonPositiveSubnormal(d, neg_2u);
-  return FromLowerTail(d, x, ax, SigmoidOfNegative(d, e));
+template <size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void GeluTanhN(D d, V* x) {
+  V ax[K], e[K];
+  TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], 20.0f);
+  TFK_FOR_EACH_K e[k] = hn::MulAdd(hn::Mul(ax[k], ax[k]), hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
+  TFK_FOR_EACH_K e[k] = hn::Mul(hn::Mul(ax[k], e[k]), hn::Set(d, -1.5957691216057308f));
+  ExpNonPositiveSubnormalN<K>(d, e);
+  TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
 
 // SiLU(x) = x sigmoid(x); P(-|x|) = e / (1 + e) with e = exp(-|x|), exact
 // argument. Exp (3 u), 1 + e, the division and the FMA: <= 6 u relative,
 // plus (|x| + 4) 2^-149 where e is subnormal. Past |x| = 104 e is 0.
 // SiLU(-inf) = 0, SiLU(+inf) = +inf, NaN -> NaN.
+template <size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void SiluN(D d, V* x) {
+  V ax[K], e[K];
+  TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], 104.0f);
+  TFK_FOR_EACH_K e[k] = hn::Neg(ax[k]);
+  ExpNonPositiveSubnormalN<K>(d, e);
+  TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
+}
+
+#undef TFK_FOR_EACH_K
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V GeluErf(D d, V x) {
+  GeluErfN<1>(d, &x);
+  return x;
+}
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V GeluTanh(D d, V x) {
+  GeluTanhN<1>(d, &x);
+  return x;
+}
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V Silu(D d, V x) {
-  const V ax = ClampedAbs(d, x, 104.0f);
-  const V e = ExpNonPositiveSubnormal(d, hn::Neg(ax));
-  return FromLowerTail(d, x, ax, SigmoidOfNegative(d, e));
+  SiluN<1>(d, &x);
+  return x;
 }
 
 }  // namespace HWY_NAMESPACE

@@ -20,21 +20,41 @@ namespace tfk {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Unary ops: op(d, x) on one vector, op.N<K>(d, x) on K vectors in place;
+// rows go kVectors vectors a step (UnaryRow). Measured on AVX2 here, 256 Ki
+// floats, one thread, against whole formulas one vector after another: ReLU +12 % with 4,
+// GELU-tanh +40 % with 4, SiLU +27 % with 4, GELU-erf +5 % with 2 (with 4
+// its ~10 live vectors each spill out of AVX2's 16 registers: no gain).
 struct ReluOp {
+  static constexpr size_t kVectors = 4;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x) const { return Relu(d, x); }
+  template <size_t K, class D, class V>
+  HWY_INLINE void N(D d, V* x) const {
+#pragma GCC unroll 4
+    for (size_t k = 0; k < K; ++k) x[k] = Relu(d, x[k]);
+  }
 };
 struct GeluErfOp {
+  static constexpr size_t kVectors = 2;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x) const { return GeluErf(d, x); }
+  template <size_t K, class D, class V>
+  HWY_INLINE void N(D d, V* x) const { GeluErfN<K>(d, x); }
 };
 struct GeluTanhOp {
+  static constexpr size_t kVectors = 4;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x) const { return GeluTanh(d, x); }
+  template <size_t K, class D, class V>
+  HWY_INLINE void N(D d, V* x) const { GeluTanhN<K>(d, x); }
 };
 struct SiluOp {
+  static constexpr size_t kVectors = 4;
   template <class D, class V>
   HWY_INLINE V operator()(D d, V x) const { return Silu(d, x); }
+  template <size_t K, class D, class V>
+  HWY_INLINE void N(D d, V* x) const { SiluN<K>(d, x); }
 };
 struct AddOp {
   template <class D, class V>

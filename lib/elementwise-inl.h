@@ -101,11 +101,15 @@ HWY_INLINE void PrefetchAhead(D d, const float* p, size_t i, size_t n) {
 }
 
 // y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint. kStream: as
-// WriteRow (the caller flushes).
+// WriteRow (the caller flushes). The body of the row goes Op::kVectors
+// vectors a step through op.N<kVectors>, which interleaves their dependency
+// chains (lib/activation-inl.h); the head before y's first whole line (when
+// streaming), the rest and the tail go a vector at a time.
 template <bool kStream, class Op>
 HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 1> d1;
+  using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
   if (n < 2 * N) {
     size_t i = 0;
@@ -117,18 +121,34 @@ HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
     PrefetchAhead(dd, x, i, n);
     return op(dd, hn::LoadU(dd, x + i));
   };
-  if (kStream) {
-    WriteRow<true>(d, y, n, one, StreamStalls(y, x));
-    return;
-  }
-  const auto last = op(d, hn::LoadU(d, x + n - N));
+  const auto store = [&](bool stream, V v, size_t i) HWY_ATTR {
+    if (stream) {
+      hn::Stream(v, d, y + i);
+    } else {
+      hn::StoreU(v, d, y + i);
+    }
+  };
+  const V last = op(d, hn::LoadU(d, x + n - N));
+  // [head, body_end): whole lines of y when streaming, else the whole row.
+  const bool stream = kStream && !StreamStalls(y, x);
+  const size_t head = stream ? ElementsBeforeLine(y, n) : 0;
+  const size_t body_end = stream ? head + (n - head) / kLineFloats * kLineFloats : n;
   size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    const auto v0 = one(d, i);
-    const auto v1 = one(d, i + N);
-    hn::StoreU(v0, d, y + i);
-    hn::StoreU(v1, d, y + i + N);
+  for (; i + N <= head; i += N) hn::StoreU(one(d, i), d, y + i);
+  for (; i < head; ++i) hn::StoreU(one(d1, i), d1, y + i);
+  constexpr size_t kK = Op::kVectors;
+  for (; i + kK * N <= body_end; i += kK * N) {
+    V v[kK];
+#pragma GCC unroll 4
+    for (size_t k = 0; k < kK; ++k) {
+      PrefetchAhead(d, x, i + k * N, n);
+      v[k] = hn::LoadU(d, x + i + k * N);
+    }
+    op.template N<kK>(d, v);
+#pragma GCC unroll 4
+    for (size_t k = 0; k < kK; ++k) store(stream, v[k], i + k * N);
   }
+  for (; i + N <= body_end; i += N) store(stream, one(d, i), i);  // N divides 16
   for (; i + N <= n; i += N) hn::StoreU(one(d, i), d, y + i);
   if (i != n) hn::StoreU(last, d, y + n - N);
 }

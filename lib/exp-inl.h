@@ -98,28 +98,31 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
 // (14 without a_lo), one of them a shift: on AVX2 here 8.5 ns a vector against
 // 15.1 for Highway's Exp, whose conversions and shifts share one port.
 //
-// MulExpNonPositiveSubnormal returns f e^(a + a_lo) for f passed as f 2^-64
-// (exact power-of-two prescaling, e.g. folded into constants), which saves
-// the separate 2^-64 multiplication and rounds the product once.
-// e^(a + a_lo) 2^64 = p 2^(n+64), exact; kLow: whether a_lo is used.
-template <bool kLow, class D, class V = hn::Vec<D>>
-HWY_INLINE V ExpNonPositiveTimes2Pow64(D d, V a, V a_lo) {
-  V t, r, p;
-  a = hn::Max(a, hn::Set(d, -104.0f));
-  ExpReducedN<1>(d, &a, hn::Set(d, 12582912.0f + 191.0f), &t, &r);
-  if (kLow) r = hn::Add(r, a_lo);
-  ExpPolynomialTimesPow2N<1>(d, &r, &t, &p);
-  return p;
+// ExpNonPositiveTimes2Pow64N leaves e^(a + a_lo) 2^64 = p 2^(n+64), exact, in
+// a[k] (kLow: whether a_lo is used): a caller that multiplies the result by a
+// factor f can pass f 2^-64 (an exact power-of-two prescaling, e.g. folded
+// into constants, as GELU-erf does), which saves the separate 2^-64
+// multiplication and rounds the product once. ExpNonPositiveSubnormalN
+// multiplies by 2^-64 itself.
+template <bool kLow, size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
+  V t[K], r[K];
+#pragma GCC unroll 8
+  for (size_t k = 0; k < K; ++k) a[k] = hn::Max(a[k], hn::Set(d, -104.0f));
+  ExpReducedN<K>(d, a, hn::Set(d, 12582912.0f + 191.0f), t, r);
+  if (kLow) {
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) r[k] = hn::Add(r[k], a_lo[k]);
+  }
+  ExpPolynomialTimesPow2N<K>(d, r, t, a);
 }
 
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V MulExpNonPositiveSubnormal(D d, V f_times_2_m64, V a, V a_lo) {
-  return hn::Mul(ExpNonPositiveTimes2Pow64<true>(d, a, a_lo), f_times_2_m64);
-}
-
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V ExpNonPositiveSubnormal(D d, V a) {
-  return hn::Mul(ExpNonPositiveTimes2Pow64<false>(d, a, hn::Zero(d)), hn::Set(d, 0x1p-64f));
+// e^a for K vectors a <= 0 in place, subnormal results included.
+template <size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void ExpNonPositiveSubnormalN(D d, V* a) {
+  ExpNonPositiveTimes2Pow64N<false, K>(d, a, static_cast<const V*>(nullptr));
+#pragma GCC unroll 8
+  for (size_t k = 0; k < K; ++k) a[k] = hn::Mul(a[k], hn::Set(d, 0x1p-64f));
 }
 
 }  // namespace HWY_NAMESPACE
