@@ -22,9 +22,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Unary ops: op(d, x) on one vector, op.N<K>(d, x) on K vectors in place;
 // rows go kVectors vectors a step (UnaryRow). Measured on AVX2 here, 256 Ki
-// floats, one thread, against whole formulas one vector after another: ReLU +12 % with 4,
-// GELU-tanh +40 % with 4, SiLU +27 % with 4, GELU-erf +5 % with 2 (with 4
-// its ~10 live vectors each spill out of AVX2's 16 registers: no gain).
+// floats, one thread, against whole formulas one vector after another:
+// ReLU +12 % with 4, GELU-tanh +40 % with 4, SiLU +27 % with 4, GELU-erf
+// +5 % with 2 (with 3 or 4 its ~10 live vectors each spill out of AVX2's 16
+// registers: no gain).
 struct ReluOp {
   static constexpr size_t kVectors = 4;
   template <class D, class V>
