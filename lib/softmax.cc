@@ -89,7 +89,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // memory stream does not stop (AVX2, 1 / 2 threads: [8192, 512] 3.8-4.0
   // -> 4.7 / 7.2-7.5 -> 9.2-9.3 GB/s, [65536, 2048] 4.1-4.4 -> 4.9-5.0 /
   // 7.5-8.1 -> 9.7). Four vectors a step, their exponentials interleaved
-  // (ExpNonPositiveN); sums in two accumulators, as vectors i mod 2N.
+  // (ExpNonPositiveN); the even vectors are summed in s0, the odd in s1.
   constexpr size_t kK = 4;
   for (i = 0; i + kK * N <= n_full; i += kK * N) {
     V e[kK];
