@@ -96,7 +96,9 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
       kScale * 0.2828570306301117f,   kScale * 0.2820644974708557f};
   V t[K], q[K], lo[K];
   // 1 + z/2 = 1 + a / (2 sqrt 2)
-  TFK_FOR_EACH_K t[k] = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(a[k], hn::Set(d, 0.35355339f), hn::Set(d, 1.0f)));
+  TFK_FOR_EACH_K {
+    t[k] = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(a[k], hn::Set(d, 0.35355339f), hn::Set(d, 1.0f)));
+  }
   TFK_FOR_EACH_K q[k] = hn::Set(d, kQ[0]);
 #pragma GCC unroll 9
   for (size_t c = 1; c < 10; ++c) {

@@ -52,6 +52,25 @@ struct QueryBlock {
 
 HWY_INLINE size_t QueryBlockFloats(size_t dh) { return 2 * dh * kQB + 4 * kQB; }
 
+// Query f of group g is token f / n_rep, head g n_rep + f mod n_rep; its
+// rows in Q and O.
+HWY_INLINE size_t QueryOffset(const AttentionArgs& a, size_t g, size_t f, size_t ld) {
+  const size_t n_rep = a.n_heads / a.n_kv_heads;
+  return (f / n_rep) * ld + (g * n_rep + f % n_rep) * a.head_dim;
+}
+HWY_INLINE const float* QueryRow(const AttentionArgs& a, size_t g, size_t f) {
+  return a.q + QueryOffset(a, g, f, a.ldq);
+}
+HWY_INLINE float* OutputRow(const AttentionArgs& a, size_t g, size_t f) {
+  return a.o + QueryOffset(a, g, f, a.ldo);
+}
+
+// Asks for the lines of p[0:n].
+HWY_INLINE void PrefetchRow(const float* p, size_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t b = 0; b < n * sizeof(float); b += 64) hwy::Prefetch(c + b);
+}
+
 // Sets up block qb for queries f0 .. f0 + n_f of group g in `mem`.
 HWY_INLINE void InitQueryBlock(const AttentionArgs& a, size_t g, size_t f0, size_t n_f,
                                float* mem, QueryBlock& qb) {
@@ -63,10 +82,9 @@ HWY_INLINE void InitQueryBlock(const AttentionArgs& a, size_t g, size_t f0, size
   for (size_t lane = 0; lane < kQB; ++lane) {
     size_t keys = 0;
     if (lane < n_f) {
-      const size_t f = f0 + lane, t = f / n_rep, h = g * n_rep + f % n_rep;
-      const float* q = a.q + t * a.ldq + h * dh;
+      const float* q = QueryRow(a, g, f0 + lane);
       for (size_t k = 0; k < dh; ++k) qb.qt[k * kQB + lane] = a.scale * q[k];
-      keys = VisibleKeys(a, t);
+      keys = VisibleKeys(a, (f0 + lane) / n_rep);
       if (keys < qb.min_keys) qb.min_keys = keys;
       if (keys > qb.max_keys) qb.max_keys = keys;
     } else {
@@ -78,21 +96,13 @@ HWY_INLINE void InitQueryBlock(const AttentionArgs& a, size_t g, size_t f0, size
   }
 }
 
-// The output row of query f of group g (token f / n_rep, head g n_rep + f
-// mod n_rep).
-HWY_INLINE float* OutputRow(const AttentionArgs& a, size_t g, size_t f) {
-  const size_t n_rep = a.n_heads / a.n_kv_heads;
-  return a.o + (f / n_rep) * a.ldo + (g * n_rep + f % n_rep) * a.head_dim;
-}
-
 // Asks for block qb's output rows ahead of FinishQueryBlock: they lie heads
 // x d x 4 bytes apart and are cold, and its stores waited on each line
 // (causal prefill, 512 tokens x 32 heads, AVX2: +1-4 % on one thread, +4-9 %
 // on two; 2048 tokens +1 %).
 HWY_INLINE void PrefetchOutputRows(const AttentionArgs& a, size_t g, const QueryBlock& qb) {
   for (size_t lane = 0; lane < qb.n_f; ++lane) {
-    const char* o = reinterpret_cast<const char*>(OutputRow(a, g, qb.f0 + lane));
-    for (size_t c = 0; c < a.head_dim * sizeof(float); c += 64) hwy::Prefetch(o + c);
+    PrefetchRow(OutputRow(a, g, qb.f0 + lane), a.head_dim);
   }
 }
 
@@ -133,6 +143,12 @@ HWY_INLINE size_t PrefillScratchFloats(size_t dh) {
 template <class T>
 HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch) {
   const size_t dh = a.head_dim, n_q = a.q_len * (a.n_heads / a.n_kv_heads);
+  // The task's Q rows first, all at once: they are as far apart and cold as
+  // the output rows, and the transposes below, each storing a row as 128
+  // scalars, left too few loads in flight (512 tokens x 32 heads, AVX2:
+  // +1-4 %; 2048 tokens the same).
+  const size_t f_end = f0 + kTaskBlocks * kQB < n_q ? f0 + kTaskBlocks * kQB : n_q;
+  for (size_t f = f0; f < f_end; ++f) PrefetchRow(QueryRow(a, g, f), dh);
   QueryBlock blocks[kTaskBlocks];
   size_t n_blocks = 0, max_keys = 0;
   for (size_t f = f0; f < n_q && n_blocks < kTaskBlocks; f += kQB, ++n_blocks) {
