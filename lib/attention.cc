@@ -126,13 +126,13 @@ HWY_INLINE void FinishQueryBlock(const AttentionArgs& a, size_t g, const QueryBl
 // Prefill task: up to kTaskBlocks blocks of 32 queries of group g, from
 // query f0 (see lib/attention.h). Each K/V block is copied once and used by
 // every query block that sees it, which divides the K/V traffic by
-// kTaskBlocks. The copy's loads miss (K and V rows lie 16 KiB apart): with
-// 4 blocks it took ~10 % of causal prefill here; 8 blocks halve it (AVX2,
-// 2048 tokens, 32 heads: 28.4 -> 30.0 GFLOP/s on one thread, 56.6 -> 59.6
-// on two; 512 tokens +2-4 %). A task's working set, 8 x 32 KiB of query
-// state plus 64 KiB of K and V at d = 128, fits the 512 KiB-2 MiB L2 of
-// current cores; where L2 is 256 KiB the query state comes from L3, a few
-// GB/s for this loop.
+// kTaskBlocks. The copy's loads miss (K and V rows lie heads x d x 4 bytes
+// apart, 16 KiB at 32 x 128): with 4 blocks it took ~10 % of causal prefill
+// here; 8 blocks halve it (AVX2, 2048 tokens, 32 heads: 28.4 -> 30.0 GFLOP/s
+// on one thread, 56.6 -> 59.6 on two; 512 tokens +2-4 %). A task's working
+// set, 8 x 32 KiB of query state plus 64 KiB of K and V at d = 128, fits the
+// 512 KiB-2 MiB L2 of current cores; where L2 is 256 KiB the query state
+// comes from L3, a few GB/s for this loop.
 // Scratch: [kTaskBlocks * QueryBlockFloats(d) + (kKVB + 2 kKVB d) * ... ].
 constexpr size_t kTaskBlocks = 8;
 
@@ -144,7 +144,7 @@ template <class T>
 HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch) {
   const size_t dh = a.head_dim, n_q = a.q_len * (a.n_heads / a.n_kv_heads);
   // The task's Q rows first, all at once: they are as far apart and cold as
-  // the output rows, and the transposes below, each storing a row as 128
+  // the output rows, and the transposes below, each storing a row as d
   // scalars, left too few loads in flight (512 tokens x 32 heads, AVX2:
   // +1-4 %; 2048 tokens the same).
   const size_t f_end = f0 + kTaskBlocks * kQB < n_q ? f0 + kTaskBlocks * kQB : n_q;
