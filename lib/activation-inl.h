@@ -20,7 +20,9 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~35, GELU-tanh ~24 and SiLU ~21.
+// counts: GELU-erf takes ~35, GELU-tanh ~24 and SiLU ~21. Each is one long
+// chain of dependent operations, so the row loops run several vectors at
+// once through the *N forms below.
 
 #if defined(TFK_LIB_ACTIVATION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TFK_LIB_ACTIVATION_INL_H_
