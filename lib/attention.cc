@@ -65,12 +65,6 @@ HWY_INLINE float* OutputRow(const AttentionArgs& a, size_t g, size_t f) {
   return a.o + QueryOffset(a, g, f, a.ldo);
 }
 
-// Asks for the lines of p[0:n].
-HWY_INLINE void PrefetchRow(const float* p, size_t n) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (size_t b = 0; b < n * sizeof(float); b += 64) hwy::Prefetch(c + b);
-}
-
 // Sets up block qb for queries f0 .. f0 + n_f of group g in `mem`.
 HWY_INLINE void InitQueryBlock(const AttentionArgs& a, size_t g, size_t f0, size_t n_f,
                                float* mem, QueryBlock& qb) {
@@ -222,11 +216,10 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
   size_t end[kDecodeMaxQueries];
   size_t last = k_begin;
   for (size_t f = 0; f < n_q; ++f) {
-    const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
-    const float* q = a.q + t * a.ldq + h * dh;
+    const float* q = QueryRow(a, g, f);
     for (size_t k = 0; k < dh; ++k) qs[f * dh + k] = a.scale * q[k];
     if (sizeof(T) == 2) SplitPairs(qs + f * dh, dh, false);  // see LoadPairs
-    const size_t vis = VisibleKeys(a, t);
+    const size_t vis = VisibleKeys(a, f / n_rep);
     end[f] = vis < k_end ? vis : k_end;
     if (end[f] > last) last = end[f];
     float* st = state + f * (dh + 2);
@@ -276,8 +269,7 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
     float* st = state + f * (dh + 2);
     if (sizeof(T) == 2) SplitPairs(st + 2, dh, true);
     if (final) {
-      const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
-      float* o = a.o + t * a.ldo + h * dh;
+      float* o = OutputRow(a, g, f);
       const float inv = st[1] == 0.0f ? 0.0f : 1.0f / st[1];
       for (size_t c = 0; c < dh; ++c) o[c] = st[2 + c] * inv;
     } else {
@@ -300,8 +292,7 @@ HWY_INLINE void MergeSplits(const AttentionArgs& a, size_t g, size_t f, size_t n
     if (isnan(mx)) break;
   }
   const float shift = mx == -INFINITY ? 0.0f : mx;
-  const size_t t = f / n_rep, h = g * n_rep + f % n_rep;
-  float* o = a.o + t * a.ldo + h * dh;
+  float* o = OutputRow(a, g, f);
   float l = 0.0f;
   for (size_t c = 0; c < dh; ++c) o[c] = 0.0f;
   for (size_t s = 0; s < n_splits; ++s) {
