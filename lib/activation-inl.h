@@ -41,10 +41,12 @@ namespace tfk {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// ReLU that keeps NaN (x86 max would turn NaN into 0).
+// ReLU that keeps NaN: x86's max returns its second operand when one is NaN
+// (and for +-0, so -0 stays -0, as a compare and blend would give). One
+// operation instead of a compare and a blend.
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V Relu(D d, V x) {
-  return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
+  return hn::Max(hn::Zero(d), x);
 }
 
 // hi + lo = a * b exactly (|a b| <= 2^100, no underflow): one FMA, or without
