@@ -119,6 +119,22 @@ TEST_P(ActivationTest, HostileValues) {
     ASSERT_EQ(tfk_activate(act, 1, x.size(), x.data(), x.size(), y.data(), y.size()), TFK_SUCCESS);
     ExpectAct(act, x.data(), y.data(), x.size());
   }
+  // ReLU keeps the sign of a zero and keeps NaN (one max(0, x): the operand
+  // order matters on x86).
+  for (size_t n : {3, 48}) {  // the one-lane path and whole vectors
+    std::vector<float> in(n), out(n);
+    for (size_t i = 0; i < n; ++i) {
+      in[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    }
+    ASSERT_EQ(tfk_activate(TFK_ACT_RELU, 1, n, in.data(), n, out.data(), n), TFK_SUCCESS);
+    for (size_t i = 0; i < n; ++i) {
+      if (i % 3 == 2) {
+        EXPECT_TRUE(std::isnan(out[i])) << i;
+      } else {
+        EXPECT_EQ(std::signbit(out[i]), i % 3 == 0) << i;
+      }
+    }
+  }
   // GELU of -inf is 0 (the limit), of +inf is +inf, of NaN is NaN.
   for (tfk_activation act : {TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
     float in[3] = {-kInf, kInf, std::numeric_limits<float>::quiet_NaN()}, out[3];
