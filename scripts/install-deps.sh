@@ -9,7 +9,9 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libgtest-dev libbenchmark-dev
       python3 python3-matplotlib)
 if [[ "${1:-}" == "--peers" ]]; then
-  pkgs+=(libdnnl-dev libopenblas-dev)
+  # Debian's oneDNN is built with the OpenCL GPU runtime: its CMake package
+  # requires OpenCL's dev files, which libdnnl-dev only recommends.
+  pkgs+=(libdnnl-dev ocl-icd-opencl-dev libopenblas-dev)
 fi
 
 missing=()
