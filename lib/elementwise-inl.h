@@ -100,6 +100,19 @@ HWY_INLINE void PrefetchAhead(D d, const float* p, size_t i, size_t n) {
   if (i + kPrefetchAhead < n) PrefetchPerLine(d, p + kPrefetchAhead, i);
 }
 
+// PrefetchAhead for the `count` elements from i, checked once: the lines
+// whose first element index (i + o) is a multiple of 16. In a loop of few
+// operations a vector the per-vector check and branch cost more than the
+// prefetch itself: ReLU, AVX2 on a Xeon (family 6 model 207), one thread,
+// medians of per-round ratios: 256 Ki floats (L2) +21 %, 16 Mi (L3) +28 %,
+// 64 Mi (from memory) +5 %; AVX-512, SSE4 and the GELUs the same.
+HWY_INLINE void PrefetchAheadStep(const float* p, size_t i, size_t n, size_t count) {
+  if (i + kPrefetchAhead + count > n) return;
+  for (size_t o = (kLineFloats - i % kLineFloats) % kLineFloats; o < count; o += kLineFloats) {
+    hwy::Prefetch(p + i + o + kPrefetchAhead);
+  }
+}
+
 // y[i] = op(d, x[i]) for i < n. x and y are equal or disjoint. kStream: as
 // WriteRow (the caller flushes). The body of the row goes Op::kVectors
 // vectors a step through op.N<kVectors>, which interleaves their dependency
@@ -139,11 +152,9 @@ HWY_INLINE void UnaryRow(const float* x, float* y, size_t n, const Op& op) {
   constexpr size_t kK = Op::kVectors;
   for (; i + kK * N <= body_end; i += kK * N) {
     V v[kK];
+    PrefetchAheadStep(x, i, n, kK * N);
 #pragma GCC unroll 4
-    for (size_t k = 0; k < kK; ++k) {
-      PrefetchAhead(d, x, i + k * N, n);
-      v[k] = hn::LoadU(d, x + i + k * N);
-    }
+    for (size_t k = 0; k < kK; ++k) v[k] = hn::LoadU(d, x + i + k * N);
     op.template N<kK>(d, v);
 #pragma GCC unroll 4
     for (size_t k = 0; k < kK; ++k) store(stream, v[k], i + k * N);
