@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include <atomic>
+#include <new>
+#include <thread>
 
 #include "hwy/highway.h"
 #include "lib/matmul-inl.h"
@@ -21,20 +23,32 @@ HWY_BEFORE_NAMESPACE();
 namespace tfk {
 namespace HWY_NAMESPACE {
 
-// Smallest chunk of a ParallelFor over (M chunk, panel) items. Where A is
-// packed (AVX-512), a chunk packs its M chunk's A once per k-block for all
-// its panels, so chunks are kept to 4 panels or more (16-core Xeon, 16
-// threads, M = 512, K = N = 4096: 8-panel chunks 1075-1139, 4-panel chunks
-// 1204-1298 GFLOP/s, oneDNN 1123-1145). Elsewhere A is read in place and a
-// chunk may be a single panel.
+// Smallest chunk of a ParallelFor over (M chunk, panel) items: 4 panels
+// where A is packed (AVX-512: 16-core Xeon, 16 threads, M = 512, K = N =
+// 4096: 8-panel chunks 1075-1139, 4-panel chunks 1204-1298 GFLOP/s, oneDNN
+// 1123-1145), else a single panel.
 constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 
-// Work split: items are (M chunk of mc rows, panel) pairs, numbered
-// chunk-major, so a task's contiguous range walks the panels of one M chunk
-// (its A block stays in cache) before moving on. Every item covers all of K.
-// Returns false if a task could not get its scratch memory (out of memory).
-bool Gemm(const GemmArgs& g) {
+// Where A is packed, a call packs each (M chunk, k-block) piece of its rows
+// once, into a buffer all its tasks read (detail::CallBuffer): the first
+// task to need a piece packs it, right before its first use (so it is in
+// that core's L2), and a task that finds it being packed waits for it.
+// Packed per chunk of work instead, every chunk packed its M chunk's A
+// again: at ~1 ns per element against 1 ns per element and panel of FMAs,
+// that cost 1 / (panels per chunk) of the time, a quarter with the 4-panel
+// chunks two threads get at N = 1024. At most kPackedABudget floats (32 MiB)
+// are packed at a time; taller A goes through in slabs of rows.
+constexpr size_t kPackedABudget = size_t{8} << 20;
+
+// How a call (or a slab of its rows) is cut into work; see Gemm.
+struct GemmPlan {
+  bool decode, stream_next;
+  size_t kc, n_panels, mc, m_chunks, group, cost;
+};
+
+GemmPlan MakePlan(const GemmArgs& g) {
   const Blocking blk = GetBlocking();
+  GemmPlan pl;
   // One row tile (decoding): each panel is read once anyway; one pass over
   // K keeps it a sequential stream (M = 1, K = N = 4096, AVX2: 8.6 -> 11
   // GB/s), and M = 1 reads four panels at once (TileRowPanels). With more
@@ -42,7 +56,7 @@ bool Gemm(const GemmArgs& g) {
   // AVX2's 3-row tiles would read each panel 3 times).
   // (Packed weights only: the unpacked path packs B slices of kc rows into
   // scratch, which must stay small.)
-  const bool decode = g.packed != nullptr && g.M <= kMaxMR;
+  pl.decode = g.packed != nullptr && g.M <= kMaxMR;
   // Packed weights with several row tiles (M = 8 on AVX2's 3-row tiles, and
   // up): the first tile of a panel slice would wait for it from memory while
   // the others find it in L2, so memory and FMAs would take turns. Instead
@@ -50,43 +64,94 @@ bool Gemm(const GemmArgs& g) {
   // the first tile its first kb lines and the second the rest, so the stream
   // runs while all tiles compute (AVX2, 1 / 2 threads, K = N = 4096: M = 8
   // 20.4 / 37.4 -> 28.4 / 50.8 GFLOP/s; M = 64 33.9 / 64.9 -> 36.4 / 71.5).
-  const bool stream_next = g.packed != nullptr && !decode;
-  const size_t kc = decode || g.K < blk.kc ? g.K : blk.kc;
-  const size_t n_panels = NumPanels(g.N);
+  pl.stream_next = g.packed != nullptr && !pl.decode;
+  pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
+  pl.n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
   // whole tiles so tasks get equal work, and enough of them to give every
   // task work when N has few panels.
   const size_t row_tiles = (g.M + kMaxMR - 1) / kMaxMR;
   size_t m_chunks = (g.M + blk.mc - 1) / blk.mc;
   const size_t tasks = detail::MaxTasks();
-  if (m_chunks * n_panels < tasks) {
-    const size_t want = (tasks + n_panels - 1) / n_panels;
+  if (m_chunks * pl.n_panels < tasks) {
+    const size_t want = (tasks + pl.n_panels - 1) / pl.n_panels;
     m_chunks = want < row_tiles ? want : row_tiles;
   }
-  const size_t mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
-  m_chunks = (g.M + mc - 1) / mc;
-  // Panels per workspace group: larger where A is packed, to pack it less
-  // often (not for unpacked B, whose group of slices is packed into scratch).
-  const size_t group = kPackA && g.packed ? 4 * blk.nc_panels : blk.nc_panels;
+  pl.mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
+  pl.m_chunks = (g.M + pl.mc - 1) / pl.mc;
+  // Panels per workspace group: larger where A is packed, so that a tile's
+  // packed rows stay in L2 for more panels (not for unpacked B, whose group
+  // of slices is packed into scratch).
+  pl.group = kPackA && g.packed ? 4 * blk.nc_panels : blk.nc_panels;
   // Cost of an item for ParallelFor's small-work threshold, in bytes: the
   // panel's weights it streams (decoding is bound by them), or ~flops / 8.
-  const size_t rows = g.M < mc ? g.M : mc;
+  const size_t rows = g.M < pl.mc ? g.M : pl.mc;
   const size_t flops_cost = rows * g.K * kNR / 4, bytes_cost = g.K * kNR * sizeof(float);
-  const size_t cost = flops_cost > bytes_cost ? flops_cost : bytes_cost;
+  pl.cost = flops_cost > bytes_cost ? flops_cost : bytes_cost;
+  return pl;
+}
+
+// A call's packed A: [M chunk][k-block][tile][kb][tile rows], and per
+// (M chunk, k-block) piece its state: 0 not packed, 1 being packed, 2 done.
+struct PackedA {
+  float* data;
+  std::atomic<uint32_t>* state;
+  size_t k_blocks;
+};
+
+// Floats a call's PackedA takes for M rows: the states, then the data.
+HWY_INLINE size_t PackedAFloats(const GemmArgs& g, const GemmPlan& pl) {
+  const size_t pieces = pl.m_chunks * ((g.K + pl.kc - 1) / pl.kc);
+  return (pieces + 15) / 16 * 16 + g.M * g.K;
+}
+
+HWY_INLINE PackedA MakePackedA(const GemmArgs& g, const GemmPlan& pl, float* buf) {
+  PackedA pa;
+  pa.k_blocks = (g.K + pl.kc - 1) / pl.kc;
+  const size_t pieces = pl.m_chunks * pa.k_blocks;
+  pa.state = reinterpret_cast<std::atomic<uint32_t>*>(buf);
+  for (size_t i = 0; i < pieces; ++i) new (&pa.state[i]) std::atomic<uint32_t>(0);
+  pa.data = buf + (pieces + 15) / 16 * 16;
+  return pa;
+}
+
+// The packed k-block [k0, k0 + kb) of M chunk [m0, m1), packed by this task
+// if it is the first to ask.
+HWY_INLINE const float* PackedPiece(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa,
+                                    size_t m0, size_t m1, size_t k0, size_t kb) {
+  float* dst = pa.data + m0 * g.K + k0 * (m1 - m0);
+  std::atomic<uint32_t>& st = pa.state[m0 / pl.mc * pa.k_blocks + k0 / pl.kc];
+  uint32_t s = st.load(std::memory_order_acquire);
+  if (s == 2) return dst;
+  if (s == 0 && st.compare_exchange_strong(s, 1, std::memory_order_acquire)) {
+    PackA(g.A + m0 * g.lda + k0, g.lda, m1 - m0, kb, dst);
+    st.store(2, std::memory_order_release);
+    return dst;
+  }
+  while (st.load(std::memory_order_acquire) != 2) std::this_thread::yield();
+  return dst;
+}
+
+// Work split: items are (M chunk of mc rows, panel) pairs, numbered
+// chunk-major, so a task's contiguous range walks the panels of one M chunk
+// (its A block stays in cache) before moving on. Every item covers all of K.
+// pa: the call's packed A (kPackA). Returns false if a task could not get its
+// scratch memory (out of memory).
+bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
+  const size_t kc = pl.kc, n_panels = pl.n_panels, mc = pl.mc, group = pl.group;
+  const bool decode = pl.decode, stream_next = pl.stream_next;
   std::atomic<bool> ok{true};
-  detail::ParallelFor(m_chunks * n_panels, cost, [&](size_t begin, size_t end) HWY_ATTR {
+  detail::ParallelFor(pl.m_chunks * n_panels, pl.cost, [&](size_t begin, size_t end) HWY_ATTR {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
     const size_t w_floats = blocked ? group * mc * kNR : 0;
     const size_t b_floats = g.packed ? 0 : group * kc * kNR;
-    const size_t a_floats = kPackA ? mc * kc : 0;
-    float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + 16);
+    float* scratch = detail::ThreadScratch(w_floats + b_floats + 16);
     if (scratch == nullptr) {
       ok.store(false);
       return;
     }
     float* w = scratch;
     float* bs = scratch + w_floats;
-    float* ap = bs + b_floats;  // this k-block of the chunk's A rows, packed
     for (size_t item = begin; item < end;) {
       // A group: consecutive panels of one M chunk, at most `group` of them.
       const size_t chunk = item / n_panels;
@@ -100,7 +165,7 @@ bool Gemm(const GemmArgs& g) {
       for (size_t k0 = 0; k0 < g.K; k0 += kc) {
         const size_t kb = g.K - k0 < kc ? g.K - k0 : kc;
         const bool first = k0 == 0, last = k0 + kb == g.K;
-        if (kPackA) PackA(g.A + m0 * g.lda + k0, g.lda, m1 - m0, kb, ap);
+        const float* ap = kPackA ? PackedPiece(g, pl, pa, m0, m1, k0, kb) : nullptr;
         size_t p = p0;
         if (decode && g.M == 1 && kDecodePanels > 1) {
           for (; p + kDecodePanels <= p1; p += kDecodePanels) {
@@ -149,6 +214,27 @@ bool Gemm(const GemmArgs& g) {
     }
   }, kMinItemsPerChunk);
   return ok.load();
+}
+
+// Returns false if memory ran out (a task's scratch, or the packed A).
+bool Gemm(const GemmArgs& g) {
+  if (!kPackA) return GemmRows(g, MakePlan(g), PackedA{});
+  // Slabs of rows whose packed A fits kPackedABudget floats (one slab for
+  // most calls): each slab is a multiplication of its own, so its C elements
+  // are still single FMA chains over k in order.
+  size_t slab = kPackedABudget / g.K;
+  slab = slab < kMaxMR ? kMaxMR : slab / kMaxMR * kMaxMR;
+  for (size_t s0 = 0; s0 < g.M; s0 += slab) {
+    GemmArgs sg = g;
+    sg.M = g.M - s0 < slab ? g.M - s0 : slab;
+    sg.A = g.A + s0 * g.lda;
+    sg.C = g.C + s0 * g.ldc;
+    if (g.epi.residual != nullptr) sg.epi.residual = g.epi.residual + s0 * g.epi.ldr;
+    const GemmPlan pl = MakePlan(sg);
+    detail::CallBuffer buf(PackedAFloats(sg, pl));
+    if (buf.get() == nullptr || !GemmRows(sg, pl, MakePackedA(sg, pl, buf.get()))) return false;
+  }
+  return true;
 }
 
 }  // namespace HWY_NAMESPACE

@@ -137,6 +137,33 @@ TEST_P(MatmulTest, ExactWithSmallIntegers) {
   }
 }
 
+// A taller than the packed-A budget (8 Mi floats, lib/matmul.cc) goes
+// through in slabs of rows: here 1022 + 8 rows at K = 8192, with a bias and
+// a residual of its own leading dimension, which each slab must offset.
+TEST_P(MatmulTest, ExactAcrossRowSlabs) {
+  const size_t M = 1030, K = 8192, N = 33;
+  Mat X(M, K), W(K, N), R(M, N, 3), Y(M, N, 1);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> dist(-1, 1);
+  for (size_t i = 0; i < M * K; ++i) X.data()[i] = static_cast<float>(dist(rng));
+  for (size_t i = 0; i < K * N; ++i) W.data()[i] = static_cast<float>(dist(rng));
+  for (size_t i = 0; i < M * R.ld; ++i) R.data()[i] = static_cast<float>(dist(rng));
+  std::vector<float> bias(N);
+  for (size_t j = 0; j < N; ++j) bias[j] = static_cast<float>(j % 5);
+  tfk::linear layer(K, N, W.data(), TFK_LAYOUT_KN, bias.data());
+  layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld);
+  std::vector<double> row(N);
+  for (size_t i = 0; i < M; ++i) {
+    for (size_t j = 0; j < N; ++j) row[j] = bias[j] + R.at(i, j);
+    for (size_t k = 0; k < K; ++k) {
+      const double a = X.at(i, k);
+      if (a == 0) continue;
+      for (size_t j = 0; j < N; ++j) row[j] += a * W.at(k, j);
+    }
+    for (size_t j = 0; j < N; ++j) ASSERT_EQ(Y.at(i, j), row[j]) << i << "," << j;
+  }
+}
+
 TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   // M = 1 and 2 take the decoding tiles; M = 1 runs 4 panels at once, then
   // the rest one by one: 100 columns are 4 panels, the last partial; 161
