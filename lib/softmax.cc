@@ -153,14 +153,18 @@ HWY_INLINE void SoftmaxRow(const float* x, float* y, size_t cols, size_t n_valid
   for (size_t k = n_valid; k < cols; ++k) y[k] = 0.0f;  // masked
 }
 
-// Softmax streams only outputs 8x past the threshold (4x the last-level
-// cache): it is compute-bound on a core (~4.5 GB/s on AVX2 here), so the
-// read-for-ownership that streaming saves matters only when many cores share
-// the memory bandwidth, while the extra pass through the scratch row costs
-// on every core. Measured on 1 / 2 threads here (rows of 2048, 8-256 MiB):
-// streaming is 3-7 % slower, and up to 35 % slower on one thread when the
-// calls repeat on buffers that partly stay in cache.
-constexpr size_t kSoftmaxStreamFactor = 8;
+// Outputs past kSoftmaxStreamFactor x the threshold are streamed. With
+// 16 lanes the exponential costs about one operation per element and
+// softmax is bound by memory, so streaming (one write instead of a read for
+// ownership and a write) pays from the threshold on: AVX-512 on a Xeon
+// (family 6 model 207, 300 MiB L3), medians of per-round ratios, [2048,
+// 32000] / [65536, 2048]: +31 / +64 % on one thread, +30 / +49 % on two.
+// Narrower targets stream only outputs 8x past it (4x the last-level cache):
+// on an AMD EPYC (AVX2, 8 MiB L3) softmax was compute-bound on a core (~4.5
+// GB/s), streaming 3-7 % slower at 8-256 MiB and up to 35 % slower on one
+// thread when calls repeated on buffers that partly stayed in cache. (On
+// the Xeon above, AVX2 streaming from the threshold on gains 4-25 %.)
+constexpr size_t kSoftmaxStreamFactor = HWY_MAX_BYTES >= 64 ? 1 : 8;
 
 void SoftmaxRows(const SoftmaxArgs& a) {
   const size_t threshold = detail::StreamThresholdBytes();
