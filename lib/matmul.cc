@@ -34,9 +34,9 @@ constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 // task to need a piece packs it, right before its first use (so it is in
 // that core's L2), and a task that finds it being packed waits for it.
 // Packed per chunk of work instead, every chunk packed its M chunk's A
-// again: at ~1 ns per element against 1 ns per element and panel of FMAs,
-// that cost 1 / (panels per chunk) of the time, a quarter with the 4-panel
-// chunks two threads get at N = 1024. At most kPackedABudget floats (32 MiB)
+// again; packing an element costs about as much as one panel's FMAs on it
+// (32 multiply-adds, a cycle), so that cost 1 / (panels per chunk) of the
+// time, a quarter with the 4-panel chunks two threads get at N = 1024. At most kPackedABudget floats (32 MiB)
 // are packed at a time; taller A goes through in slabs of rows.
 constexpr size_t kPackedABudget = size_t{8} << 20;
 
@@ -115,10 +115,15 @@ HWY_INLINE PackedA MakePackedA(const GemmArgs& g, const GemmPlan& pl, float* buf
   return pa;
 }
 
-// The packed k-block [k0, k0 + kb) of M chunk [m0, m1), packed by this task
-// if it is the first to ask.
+// The packed k-block [k0, k0 + kb) of M chunk [m0, m1): with a shared
+// PackedA, packed by this task if it is the first to ask; without one
+// (pa.data null), packed into `own` (this task's scratch) now.
 HWY_INLINE const float* PackedPiece(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa,
-                                    size_t m0, size_t m1, size_t k0, size_t kb) {
+                                    size_t m0, size_t m1, size_t k0, size_t kb, float* own) {
+  if (pa.data == nullptr) {
+    PackA(g.A + m0 * g.lda + k0, g.lda, m1 - m0, kb, own);
+    return own;
+  }
   float* dst = pa.data + m0 * g.K + k0 * (m1 - m0);
   std::atomic<uint32_t>& st = pa.state[m0 / pl.mc * pa.k_blocks + k0 / pl.kc];
   uint32_t s = st.load(std::memory_order_acquire);
@@ -135,8 +140,9 @@ HWY_INLINE const float* PackedPiece(const GemmArgs& g, const GemmPlan& pl, const
 // Work split: items are (M chunk of mc rows, panel) pairs, numbered
 // chunk-major, so a task's contiguous range walks the panels of one M chunk
 // (its A block stays in cache) before moving on. Every item covers all of K.
-// pa: the call's packed A (kPackA). Returns false if a task could not get its
-// scratch memory (out of memory).
+// pa: the call's shared packed A, or none (each task packs into its scratch;
+// kPackA only). Returns false if a task could not get its scratch memory
+// (out of memory).
 bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
   const size_t kc = pl.kc, n_panels = pl.n_panels, mc = pl.mc, group = pl.group;
   const bool decode = pl.decode, stream_next = pl.stream_next;
@@ -145,13 +151,15 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
     const size_t w_floats = blocked ? group * mc * kNR : 0;
     const size_t b_floats = g.packed ? 0 : group * kc * kNR;
-    float* scratch = detail::ThreadScratch(w_floats + b_floats + 16);
+    const size_t a_floats = kPackA && pa.data == nullptr ? mc * kc : 0;
+    float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + 16);
     if (scratch == nullptr) {
       ok.store(false);
       return;
     }
     float* w = scratch;
     float* bs = scratch + w_floats;
+    float* own_a = bs + b_floats;
     for (size_t item = begin; item < end;) {
       // A group: consecutive panels of one M chunk, at most `group` of them.
       const size_t chunk = item / n_panels;
@@ -165,7 +173,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
       for (size_t k0 = 0; k0 < g.K; k0 += kc) {
         const size_t kb = g.K - k0 < kc ? g.K - k0 : kc;
         const bool first = k0 == 0, last = k0 + kb == g.K;
-        const float* ap = kPackA ? PackedPiece(g, pl, pa, m0, m1, k0, kb) : nullptr;
+        const float* ap = kPackA ? PackedPiece(g, pl, pa, m0, m1, k0, kb, own_a) : nullptr;
         size_t p = p0;
         if (decode && g.M == 1 && kDecodePanels > 1) {
           for (; p + kDecodePanels <= p1; p += kDecodePanels) {
@@ -218,7 +226,14 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
 
 // Returns false if memory ran out (a task's scratch, or the packed A).
 bool Gemm(const GemmArgs& g) {
-  if (!kPackA) return GemmRows(g, MakePlan(g), PackedA{});
+  // A call that runs as one task packs each piece into its own scratch right
+  // before use, again for each group of panels: that copy stays in L2, where
+  // the shared buffer's pieces land in memory not yet cached (M = 2048,
+  // K = N = 1024, one thread: shared 3 % slower).
+  const GemmPlan whole = MakePlan(g);
+  if (!kPackA || detail::NumTasks(whole.m_chunks * whole.n_panels, whole.cost) <= 1) {
+    return GemmRows(g, whole, PackedA{});
+  }
   // Slabs of rows whose packed A fits kPackedABudget floats (one slab for
   // most calls): each slab is a multiplication of its own, so its C elements
   // are still single FMA chains over k in order.

@@ -138,7 +138,7 @@ TEST_P(MatmulTest, ExactWithSmallIntegers) {
 }
 
 // A taller than the packed-A budget (8 Mi floats, lib/matmul.cc) goes
-// through in slabs of rows: here 1022 + 8 rows at K = 8192, with a bias and
+// through in slabs of rows where a call runs as several tasks: here 1022 + 8 rows at K = 8192, with a bias and
 // a residual of its own leading dimension, which each slab must offset.
 TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   const size_t M = 1030, K = 8192, N = 33;
@@ -151,7 +151,8 @@ TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   std::vector<float> bias(N);
   for (size_t j = 0; j < N; ++j) bias[j] = static_cast<float>(j % 5);
   tfk::linear layer(K, N, W.data(), TFK_LAYOUT_KN, bias.data());
-  layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld);
+  // Two tasks: the shared packed A (one task packs into its own scratch).
+  WithThreads(2, [&] { layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld); });
   std::vector<double> row(N);
   for (size_t i = 0; i < M; ++i) {
     for (size_t j = 0; j < N; ++j) row[j] = bias[j] + R.at(i, j);
