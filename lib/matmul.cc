@@ -237,8 +237,11 @@ bool Gemm(const GemmArgs& g) {
   // Slabs of rows whose packed A fits kPackedABudget floats (one slab for
   // most calls): each slab is a multiplication of its own, so its C elements
   // are still single FMA chains over k in order.
-  size_t slab = kPackedABudget / g.K;
-  slab = slab < kMaxMR ? kMaxMR : slab / kMaxMR * kMaxMR;
+  // Equal slabs in whole row tiles (M = 2048 at K = 4096: 2 x 1024, not
+  // 2044 + 4, whose 4 rows would read all of B for little work).
+  const size_t max_rows = kPackedABudget / g.K < kMaxMR ? kMaxMR : kPackedABudget / g.K;
+  const size_t n_slabs = (g.M + max_rows - 1) / max_rows;
+  const size_t slab = ((g.M + n_slabs - 1) / n_slabs + kMaxMR - 1) / kMaxMR * kMaxMR;
   for (size_t s0 = 0; s0 < g.M; s0 += slab) {
     GemmArgs sg = g;
     sg.M = g.M - s0 < slab ? g.M - s0 : slab;

@@ -138,8 +138,9 @@ TEST_P(MatmulTest, ExactWithSmallIntegers) {
 }
 
 // A taller than the packed-A budget (8 Mi floats, lib/matmul.cc) goes
-// through in slabs of rows where a call runs as several tasks: here 1022 + 8 rows at K = 8192, with a bias and
-// a residual of its own leading dimension, which each slab must offset.
+// through in slabs of rows where a call runs as several tasks: here 518 +
+// 512 rows at K = 8192, with a bias and a residual of its own leading
+// dimension, which each slab must offset.
 TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   const size_t M = 1030, K = 8192, N = 33;
   Mat X(M, K), W(K, N), R(M, N, 3), Y(M, N, 1);
