@@ -52,18 +52,31 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // (x86 max drops it): it makes its exponential, hence the sum and the
   // whole row, NaN in pass 2.
   const bool negative = scale < 0.0f;
-  V m0 = hn::Set(d, negative ? INFINITY : -INFINITY), m1 = m0;
   const auto reduce = [&](V acc, V v) HWY_ATTR {
     return negative ? hn::Min(acc, v) : hn::Max(acc, v);
   };
+  // Eight running extremes: a max has a latency of 4 cycles and two can
+  // start per cycle, so with two chains (as before) this pass took 2 cycles
+  // a vector, bound by latency rather than by its loads. Softmax [64, 2048]
+  // (in L2), Xeon family 6 model 207, medians of per-round ratios: AVX-512
+  // +11 % on one thread, +8 % on two; AVX2 +19 %; SSE4 +13 %; [8192, 512]
+  // AVX-512 +8 %. The maximum is exact, so the bits do not change.
+  constexpr size_t kM = 8;
+  V ext[kM];
+#pragma GCC unroll 8
+  for (size_t k = 0; k < kM; ++k) ext[k] = hn::Set(d, negative ? INFINITY : -INFINITY);
   size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    m0 = reduce(m0, hn::LoadU(d, x + i));
-    m1 = reduce(m1, hn::LoadU(d, x + i + N));
+  for (; i + kM * N <= n; i += kM * N) {
+#pragma GCC unroll 8
+    for (size_t k = 0; k < kM; ++k) ext[k] = reduce(ext[k], hn::LoadU(d, x + i + k * N));
   }
-  m0 = reduce(m0, hn::LoadU(d, x + (i + N <= n ? i : n - N)));
-  m1 = reduce(m1, hn::LoadU(d, x + n - N));
-  const V mm = reduce(m0, m1);
+  for (; i + N <= n; i += N) ext[0] = reduce(ext[0], hn::LoadU(d, x + i));
+  ext[1] = reduce(ext[1], hn::LoadU(d, x + n - N));
+#pragma GCC unroll 8
+  for (size_t k = kM / 2; k > 0; k /= 2) {
+    for (size_t j = 0; j < k; ++j) ext[j] = reduce(ext[j], ext[j + k]);
+  }
+  const V mm = ext[0];
   const float extreme =
       hn::GetLane(negative ? hn::MinOfLanes(d, mm) : hn::MaxOfLanes(d, mm));
   const float m = scale * extreme;
