@@ -26,7 +26,12 @@ size_t CountBits(int64_t bits) {
   return n;
 }
 
-int64_t Supported() { return hwy::SupportedTargets() & kCompiled; }
+// Asked of Highway once: hwy::SupportedTargets() also resets the process-wide
+// hwy::GetChosenTarget() (it calls Update), which is the host's, not ours.
+int64_t Supported() {
+  static const int64_t supported = hwy::SupportedTargets() & kCompiled;
+  return supported;
+}
 
 // Parses an ISA name; 0 for "no cap", -1 if unknown. Names that Highway knows
 // but this build did not compile are returned too (checked by the caller).
