@@ -39,7 +39,7 @@ PEER_NAMES = {"openblas": "OpenBLAS", "onednn_packed": "oneDNN", "onednn": "oneD
 IN_PLACE = {"rope_half", "rope_interleaved"}
 KERNEL_ORDER = ["matmul", "attention", "block", "softmax", "relu", "gelu_erf", "gelu_tanh", "silu", "layernorm", "rmsnorm",
                 "rope_half", "rope_interleaved"]
-ISA_ORDER = ["AVX3_SPR", "AVX3_ZEN4", "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3"]
+ISA_ORDER = ["AVX10_2", "AVX3_SPR", "AVX3_ZEN4", "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3"]
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 

@@ -59,7 +59,7 @@ typedef enum tfk_status {
 TFK_API const char* tfk_status_string(tfk_status status);
 
 /* Message of the last failed call on the calling thread, naming the argument
- * ("tfk_softmax: ldx (3) < cols (4)"); "" if no call on this thread has
+ * ("tfk_softmax: leading dimension of x (3) < cols (4)"); "" if no call on this thread has
  * failed. Valid until the next tfk call on this thread. */
 TFK_API const char* tfk_last_error(void);
 
