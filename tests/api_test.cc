@@ -1,6 +1,7 @@
 // The API around the kernels: errors (status, message naming the argument,
 // nothing written), ISA selection, threads, the host's TBB arena, concurrent
 // callers and the C++ layer.
+#include <hwy/targets.h>
 #include <oneapi/tbb/task_arena.h>
 #include <tfk/tfk.h>
 #include <tfk/tfk.hpp>
@@ -188,6 +189,24 @@ TEST(Isa, ListsCapsAndRefusals) {
     EXPECT_NE(std::string(tfk_last_error()).find("does not support"), std::string::npos);
     EXPECT_EQ(tfk::active_isa(), supported.front());
   }
+}
+
+// tfk's cap and its queries are its own: a host's Highway dispatch state
+// (hwy::GetChosenTarget(), which Highway's own HWY_DYNAMIC_DISPATCH uses)
+// is what the host left it.
+TEST(Isa, LeavesTheHostsHighwayChoiceAlone) {
+  hwy::ChosenTarget& host = hwy::GetChosenTarget();
+  host.Update(HWY_SSE4);
+  const size_t index = host.GetIndex();
+  for (const std::string& isa : tfk::supported_isas()) {
+    EXPECT_TRUE(tfk_isa_supported(isa.c_str()));
+    EXPECT_EQ(tfk_set_max_isa(isa.c_str()), TFK_SUCCESS);
+    float x[3] = {1, 2, 3}, y[3];
+    EXPECT_EQ(tfk_softmax(1, 3, x, 3, y, 3, 1.0f, TFK_MASK_NONE, 0), TFK_SUCCESS);
+  }
+  EXPECT_EQ(tfk_set_max_isa("best"), TFK_SUCCESS);
+  EXPECT_EQ(host.GetIndex(), index);
+  host.Update(hwy::SupportedTargets());
 }
 
 // Run by ctest with TFK_MAX_ISA and TFK_NUM_THREADS set (tests/CMakeLists.txt).
