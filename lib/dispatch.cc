@@ -26,12 +26,16 @@ size_t CountBits(int64_t bits) {
   return n;
 }
 
-// Asked of Highway once: hwy::SupportedTargets() also resets the process-wide
-// hwy::GetChosenTarget() (it calls Update), which is the host's, not ours.
+// Asked of Highway once, when the library is loaded: hwy::SupportedTargets()
+// also resets the process-wide hwy::GetChosenTarget() (it calls Update),
+// which is the host's, not ours. Before the host runs, that is what
+// Highway's own first dispatch would do anyway; after it, tfk leaves the
+// host's choice alone (tests/api_test.cc, Isa.LeavesTheHostsHighwayChoiceAlone).
 int64_t Supported() {
   static const int64_t supported = hwy::SupportedTargets() & kCompiled;
   return supported;
 }
+const int64_t kSupportedAtLoad = Supported();
 
 // Parses an ISA name; 0 for "no cap", -1 if unknown. Names that Highway knows
 // but this build did not compile are returned too (checked by the caller).
