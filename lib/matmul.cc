@@ -80,9 +80,9 @@ GemmPlan MakePlan(const GemmArgs& g) {
   pl.mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
   pl.m_chunks = (g.M + pl.mc - 1) / pl.mc;
   // Panels per workspace group: larger where A is packed, so that a tile's
-  // packed rows stay in L2 for more panels (not for unpacked B, whose group
-  // of slices is packed into scratch).
-  pl.group = kPackA && g.packed ? 4 * blk.nc_panels : blk.nc_panels;
+  // packed rows serve more panels before they are packed again (unpacked B
+  // goes through one slice of scratch, packed right before use).
+  pl.group = kPackA ? 4 * blk.nc_panels : blk.nc_panels;
   // Cost of an item for ParallelFor's small-work threshold, in bytes: the
   // panel's weights it streams (decoding is bound by them), or ~flops / 8.
   const size_t rows = g.M < pl.mc ? g.M : pl.mc;
@@ -150,7 +150,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
   detail::ParallelFor(pl.m_chunks * n_panels, pl.cost, [&](size_t begin, size_t end) HWY_ATTR {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
     const size_t w_floats = blocked ? group * mc * kNR : 0;
-    const size_t b_floats = g.packed ? 0 : group * kc * kNR;
+    const size_t b_floats = g.packed ? 0 : kc * kNR;
     const size_t a_floats = kPackA && pa.data == nullptr ? mc * kc : 0;
     float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + 16);
     if (scratch == nullptr) {
@@ -187,7 +187,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
           if (g.packed) {
             bslice = g.packed + (p * g.K + k0) * kNR;
           } else {
-            float* dst = bs + (p - p0) * kc * kNR;
+            float* dst = bs;
             PackPanelSlice(g.B, g.ldb, g.layout, g.N, p, k0, kb, dst);
             bslice = dst;
           }
@@ -255,6 +255,15 @@ bool Gemm(const GemmArgs& g) {
   return true;
 }
 
+// Packs all of W ([K, N] or [N, K]) into n_panels panels of [K][32]
+// (tfk_linear_create).
+void PackPanels(const float* W, size_t ldw, tfk_layout layout, size_t K, size_t N,
+                float* panels) {
+  for (size_t p = 0; p < NumPanels(N); ++p) {
+    PackPanelSlice(W, ldw, layout, N, p, 0, K, panels + p * K * kNR);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tfk
 HWY_AFTER_NAMESPACE();
@@ -270,6 +279,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace tfk {
 HWY_EXPORT(Gemm);
+HWY_EXPORT(PackPanels);
 
 Blocking GetBlocking() {
   static const Blocking blocking = [] {
@@ -289,21 +299,6 @@ Blocking GetBlocking() {
     return b;
   }();
   return blocking;
-}
-
-void PackPanelSlice(const float* B, size_t ldb, tfk_layout layout, size_t N, size_t p,
-                    size_t k0, size_t kc, float* dst) {
-  const size_t col0 = p * kNR;
-  const size_t n = N - col0 < kNR ? N - col0 : kNR;
-  for (size_t k = 0; k < kc; ++k) {
-    float* out = dst + k * kNR;
-    if (layout == TFK_LAYOUT_KN) {
-      memcpy(out, B + (k0 + k) * ldb + col0, n * sizeof(float));
-    } else {
-      for (size_t j = 0; j < n; ++j) out[j] = B[(col0 + j) * ldb + k0 + k];
-    }
-    for (size_t j = n; j < kNR; ++j) out[j] = 0.0f;
-  }
 }
 
 }  // namespace tfk
@@ -412,9 +407,7 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N, const
                 panel_bytes + bias_bytes);
   }
   h->bytes = panel_bytes + bias_bytes + sizeof(tfk_linear);
-  for (size_t p = 0; p < n_panels; ++p) {
-    tfk::PackPanelSlice(W, ldw, layout, N, p, 0, K, h->panels + p * K * tfk::kNR);
-  }
+  TFK_DISPATCH(tfk::PackPanels)(W, ldw, layout, K, N, h->panels);
   if (bias) {
     memcpy(h->bias, bias, N * sizeof(float));
     for (size_t j = N; j < n_panels * tfk::kNR; ++j) h->bias[j] = 0.0f;

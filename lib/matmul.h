@@ -61,11 +61,6 @@ struct GemmArgs {
   Epilogue epi;
 };
 
-// Packs columns [32 p, 32 p + 32) and rows [k0, k0 + kc) of B into dst
-// ([kc][32], zero-padded past N).
-void PackPanelSlice(const float* B, size_t ldb, tfk_layout layout, size_t N, size_t p,
-                    size_t k0, size_t kc, float* dst);
-
 }  // namespace tfk
 
 #endif  // TFK_LIB_MATMUL_H_
