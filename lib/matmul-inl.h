@@ -274,10 +274,10 @@ HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float*
 // values are copied as whole vectors. [N, K]: the panel's columns are rows of
 // B, so 4 x 4 blocks are transposed in 128-bit vectors, 4 k-steps at a time
 // across the panel's 32 rows of B (each of their lines serves 4 such
-// steps), writing whole rows of dst; the edges go element by element. Before, a memcpy per
-// row of 32 ([K, N]) and an element-wise gather ([N, K]) made tfk_matmul,
-// which packs B on every call, a third (M = 512) to half (M = 64) slower
-// than tfk_linear at K = N = 1024 on one AVX-512 core.
+// steps), writing whole rows of dst; the edges go element by element.
+// tfk_matmul packs B on every call: with a memcpy per row of 32 and an
+// element-wise gather it was a fifth (M = 512) to almost half (M = 64)
+// slower than tfk_linear at K = N = 1024 on one AVX-512 core (docs/matmul.md).
 HWY_INLINE void PackPanelSlice(const float* B, size_t ldb, tfk_layout layout, size_t N,
                                size_t p, size_t k0, size_t kc, float* dst) {
   const hn::ScalableTag<float> d;
