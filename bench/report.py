@@ -37,7 +37,7 @@ PATTERNS = [
 
 PEER_NAMES = {"openblas": "OpenBLAS", "onednn_packed": "oneDNN", "onednn": "oneDNN"}
 IN_PLACE = {"rope_half", "rope_interleaved"}
-KERNEL_ORDER = ["matmul", "attention", "block", "softmax", "relu", "gelu_erf", "gelu_tanh", "silu", "layernorm", "rmsnorm",
+KERNEL_ORDER = ["matmul", "matmul_unpacked", "attention", "block", "softmax", "relu", "gelu_erf", "gelu_tanh", "silu", "layernorm", "rmsnorm",
                 "rope_half", "rope_interleaved"]
 ISA_ORDER = ["AVX10_2", "AVX3_SPR", "AVX3_ZEN4", "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3"]
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -175,8 +175,8 @@ def limit_for(kernel, shape, threads, isa, r, peak, memory, tfk=None):
     if kernel in ("attention", "block"):
         p = peak.get((isa, threads))
         return (r.median / p.median, f"{isa} FMA peak") if p else None
-    if kernel == "matmul":
-        m = re.match(r"M(\d+)_", shape)
+    if kernel in ("matmul", "matmul_unpacked"):
+        m = re.search(r"(?:^|_)M(\d+)_", shape)
         if m and int(m.group(1)) <= 8 and r.gbps:
             lim = closest_memory(memory, "read", r.bytes or 0, threads)
             if lim:

@@ -13,7 +13,7 @@ isas = isas.group(1).split()
 names = subprocess.run([bench, "--benchmark_list_tests"], capture_output=True, text=True,
                        check=True).stdout.split()
 kernels = ["softmax", "relu", "gelu_erf", "gelu_tanh", "layernorm", "rmsnorm", "rope_half",
-           "rope_interleaved", "matmul/tfk_linear", "attention", "block", "silu"]
+           "rope_interleaved", "matmul/tfk_linear", "matmul_unpacked", "attention", "block", "silu"]
 threads = {"1", str(os.cpu_count())} if os.cpu_count() > 1 else {"1"}
 missing = []
 for kernel in kernels + ["peak/fma"]:
