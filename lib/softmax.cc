@@ -6,7 +6,8 @@
 //   2. y = exp(scale * x - m) (one FMA for the argument; targets without FMA,
 //      such as SSE4, round scale * x first), s = sum(y);
 //   3. y *= 1 / s.
-// A row of 2048 floats is 8 KiB, a row of 32000 is 125 KiB: passes 2 and 3
+// Rows of up to 16 vectors go two at a time (SoftmaxPair), with the same
+// bits. A row of 2048 floats is 8 KiB, a row of 32000 is 125 KiB: passes 2 and 3
 // re-read from L1 or L2, so memory traffic is one read of x and one write of
 // y. Outputs far larger than the last-level cache (see SoftmaxRows) are
 // written with streaming stores from a per-thread scratch row, which saves
@@ -33,25 +34,14 @@ namespace tfk {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
-// Pass 2 writes the exponentials to tmp: y itself, or with kStream a scratch
-// row in L1/L2, from which pass 3 streams the result to y (no read of y's
-// lines from memory before they are written). next: the row computed next,
-// prefetched during pass 2 (null: none).
-template <bool kStream, class D>
-HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
-                             float* tmp, const float* next) {
+// max(x[0, n)) (min if `negative`), n >= Lanes(d). The last vector may
+// overlap the previous ones; max and min do not mind. A NaN need not survive
+// here (x86 max drops it): it makes its exponential, hence the sum and the
+// whole row, NaN in pass 2.
+template <class D>
+HWY_INLINE float RowExtreme(D d, const float* x, size_t n, bool negative) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
-  const V vscale = hn::Set(d, scale);
-  const size_t n_full = n - n % N;
-
-  // Pass 1: m = max(scale * x) = scale * max(x) for scale >= 0 (rounding is
-  // monotone), scale * min(x) for scale < 0. The last vector may overlap the
-  // previous ones; max and min do not mind. A NaN need not survive here
-  // (x86 max drops it): it makes its exponential, hence the sum and the
-  // whole row, NaN in pass 2.
-  const bool negative = scale < 0.0f;
   const auto reduce = [&](V acc, V v) HWY_ATTR {
     return negative ? hn::Min(acc, v) : hn::Max(acc, v);
   };
@@ -76,9 +66,25 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   for (size_t k = kM / 2; k > 0; k /= 2) {
     for (size_t j = 0; j < k; ++j) ext[j] = reduce(ext[j], ext[j + k]);
   }
-  const V mm = ext[0];
-  const float extreme =
-      hn::GetLane(negative ? hn::MinOfLanes(d, mm) : hn::MaxOfLanes(d, mm));
+  return hn::GetLane(negative ? hn::MinOfLanes(d, ext[0]) : hn::MaxOfLanes(d, ext[0]));
+}
+
+// Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
+// Pass 2 writes the exponentials to tmp: y itself, or with kStream a scratch
+// row in L1/L2, from which pass 3 streams the result to y (no read of y's
+// lines from memory before they are written). next: the row computed next,
+// prefetched during pass 2 (null: none).
+template <bool kStream, class D>
+HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
+                             float* tmp, const float* next) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const V vscale = hn::Set(d, scale);
+  const size_t n_full = n - n % N;
+
+  // Pass 1: m = max(scale * x) = scale * max(x) for scale >= 0 (rounding is
+  // monotone), scale * min(x) for scale < 0 (RowExtreme).
+  const float extreme = RowExtreme(d, x, n, scale < 0.0f);
   const float m = scale * extreme;
   if (m == INFINITY) {  // exp(inf - inf): NaN, as the definition gives
     for (size_t k = 0; k < n; ++k) y[k] = NAN;
@@ -104,7 +110,8 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // 7.5-8.1 -> 9.7). Four vectors a step, their exponentials interleaved
   // (ExpNonPositiveN); the even vectors are summed in s0, the odd in s1.
   constexpr size_t kK = 4;
-  for (i = 0; i + kK * N <= n_full; i += kK * N) {
+  size_t i = 0;
+  for (; i + kK * N <= n_full; i += kK * N) {
     V e[kK];
 #pragma GCC unroll 4
     for (size_t k = 0; k < kK; ++k) {
@@ -147,6 +154,87 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   if (i != n) hn::StoreU(hn::Mul(last, vinv), d, y + n - N);
 }
 
+// Two rows of n valid columns (n >= 2 Lanes(d)) in lockstep, in y (no
+// streaming): the same operations on each row, in the same order, as
+// SoftmaxValid<false> (its exponential pass sums even-numbered vectors in s0
+// and odd ones in s1; here two vectors of each row a step, four
+// exponentials interleaved), so each row gets the same bits whether it is
+// paired or not, and with whichever neighbour. Returns false, having written
+// nothing, if either row's maximum is infinite (SoftmaxValid handles those).
+// Why: a row's tail (reductions, the scalar reciprocal) is a chain of ~150
+// cycles that the next row's work did not hide (softmax [8, 64] took 62 ns a
+// row on one AVX-512 core, of which ~10 for its elements), which counts for
+// short rows.
+// Rows of at most this many vectors are paired. One core, medians of
+// per-round ratios against one row at a time, [8192, cols]: AVX-512 cols 64
+// / 128 / 256 +32 / +22 / +8 % (two threads, 128: +24 %), but 512 -5 to
+// -17 % and [1024, 1024] -15 % when paired too; AVX2 64 / 128 +21 / +9 %,
+// 256 -4 %, 512 -13 % when paired; SSE4 32 / 64 +15 / +7 %.
+constexpr size_t kPairMaxVectors = 16;
+
+template <class D>
+HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, float* y1,
+                            size_t n, float scale, const float* next0, const float* next1) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const size_t n_full = n - n % N;
+  const bool negative = scale < 0.0f;
+  const float m0 = scale * RowExtreme(d, x0, n, negative);
+  const float m1 = scale * RowExtreme(d, x1, n, negative);
+  if (!(m0 > -INFINITY && m0 < INFINITY && m1 > -INFINITY && m1 < INFINITY)) return false;
+  const V vscale = hn::Set(d, scale), vm0 = hn::Set(d, m0), vm1 = hn::Set(d, m1);
+  const V last0 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x0 + n - N), vscale, vm0));
+  const V last1 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x1 + n - N), vscale, vm1));
+  V s00 = hn::Zero(d), s01 = s00, s10 = s00, s11 = s00;
+  size_t i = 0;
+  for (; i + 2 * N <= n_full; i += 2 * N) {
+    if (next0 != nullptr) {
+      PrefetchPerLine(d, next0, i);
+      PrefetchPerLine(d, next0, i + N);
+      PrefetchPerLine(d, next1, i);
+      PrefetchPerLine(d, next1, i + N);
+    }
+    V e[4] = {hn::MulSub(hn::LoadU(d, x0 + i), vscale, vm0),
+              hn::MulSub(hn::LoadU(d, x0 + i + N), vscale, vm0),
+              hn::MulSub(hn::LoadU(d, x1 + i), vscale, vm1),
+              hn::MulSub(hn::LoadU(d, x1 + i + N), vscale, vm1)};
+    ExpNonPositiveN<4>(d, e);
+    hn::StoreU(e[0], d, y0 + i);
+    hn::StoreU(e[1], d, y0 + i + N);
+    hn::StoreU(e[2], d, y1 + i);
+    hn::StoreU(e[3], d, y1 + i + N);
+    s00 = hn::Add(s00, e[0]);
+    s01 = hn::Add(s01, e[1]);
+    s10 = hn::Add(s10, e[2]);
+    s11 = hn::Add(s11, e[3]);
+  }
+  if (i < n_full) {  // one whole vector left: an even-numbered one
+    V e[2] = {hn::MulSub(hn::LoadU(d, x0 + i), vscale, vm0),
+              hn::MulSub(hn::LoadU(d, x1 + i), vscale, vm1)};
+    ExpNonPositiveN<2>(d, e);
+    hn::StoreU(e[0], d, y0 + i);
+    hn::StoreU(e[1], d, y1 + i);
+    s00 = hn::Add(s00, e[0]);
+    s10 = hn::Add(s10, e[1]);
+  }
+  if (n_full != n) {
+    const auto fresh = hn::FirstN(d, N - n % N);
+    s01 = hn::Add(s01, hn::IfThenZeroElse(fresh, last0));
+    s11 = hn::Add(s11, hn::IfThenZeroElse(fresh, last1));
+  }
+  const V inv0 = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, hn::Add(s00, s01))));
+  const V inv1 = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, hn::Add(s10, s11))));
+  for (i = 0; i < n_full; i += N) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, y0 + i), inv0), d, y0 + i);
+    hn::StoreU(hn::Mul(hn::LoadU(d, y1 + i), inv1), d, y1 + i);
+  }
+  if (i != n) {
+    hn::StoreU(hn::Mul(last0, inv0), d, y0 + n - N);
+    hn::StoreU(hn::Mul(last1, inv1), d, y1 + n - N);
+  }
+  return true;
+}
+
 // scratch: a row of cols floats for the streaming variant, or null; next:
 // as SoftmaxValid.
 HWY_INLINE void SoftmaxRow(const float* x, float* y, size_t cols, size_t n_valid,
@@ -185,10 +273,25 @@ void SoftmaxRows(const SoftmaxArgs& a) {
   detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
     // Without scratch memory the row is computed in y, as for small outputs.
     float* scratch = stream ? detail::ThreadScratch(a.cols) : nullptr;
+    const hn::ScalableTag<float> d;
     for (size_t r = begin; r < end; ++r) {
-      SoftmaxRow(a.x + r * a.ldx, a.y + r * a.ldy, a.cols,
-                 SoftmaxValidCols(a.mask, a.q_len, a.cols, r), a.scale, scratch,
-                 r + 1 < end ? a.x + (r + 1) * a.ldx : nullptr);
+      const size_t n = SoftmaxValidCols(a.mask, a.q_len, a.cols, r);
+      const float* x = a.x + r * a.ldx;
+      float* y = a.y + r * a.ldy;
+      // Short rows in pairs where both have the same valid columns (no mask,
+      // or equal ones), unless streamed.
+      if (scratch == nullptr && r + 1 < end && n >= 2 * hn::Lanes(d) &&
+          n <= kPairMaxVectors * hn::Lanes(d) &&
+          SoftmaxValidCols(a.mask, a.q_len, a.cols, r + 1) == n) {
+        const float* next0 = r + 3 < end ? x + 2 * a.ldx : nullptr;
+        if (SoftmaxPair(d, x, y, x + a.ldx, y + a.ldy, n, a.scale, next0,
+                        next0 != nullptr ? next0 + a.ldx : nullptr)) {
+          for (size_t k = n; k < a.cols; ++k) y[k] = y[a.ldy + k] = 0.0f;  // masked
+          ++r;
+          continue;
+        }
+      }
+      SoftmaxRow(x, y, a.cols, n, a.scale, scratch, r + 1 < end ? x + a.ldx : nullptr);
     }
     if (scratch != nullptr) hwy::FlushStream();
   });

@@ -202,6 +202,31 @@ TEST_P(SoftmaxTest, IdenticalBitsForAnyThreadCount) {
   EXPECT_TRUE(SameBits(y1.data(), y7.data(), rows * cols));
 }
 
+// Rows of equal length are computed two at a time (SoftmaxPair); each must
+// get the bits it gets alone (a one-row call), whichever row it is paired
+// with, including next to a row that falls back (all -inf, +inf, NaN).
+TEST_P(SoftmaxTest, PairedRowsGetTheBitsOfSingleRows) {
+  for (size_t cols : {8, 16, 31, 32, 33, 47, 64, 100, 517, 2048}) {
+    for (size_t rows : {2, 3, 7}) {
+      Buffer x(rows * cols), y(rows * cols), one(cols);
+      FillUniform(x.data(), rows * cols, -30.0f, 30.0f, 5 + cols);
+      if (rows == 7) {
+        for (size_t j = 0; j < cols; ++j) x[1 * cols + j] = -INFINITY;
+        x[3 * cols + cols / 2] = INFINITY;
+        x[5 * cols] = NAN;
+      }
+      for (float scale : {0.7f, -1.3f}) {
+        tfk::softmax(rows, cols, x.data(), y.data(), scale);
+        for (size_t r = 0; r < rows; ++r) {
+          tfk::softmax(1, cols, x.data() + r * cols, one.data(), scale);
+          EXPECT_TRUE(SameBits(y.data() + r * cols, one.data(), cols))
+              << "cols " << cols << " rows " << rows << " row " << r << " scale " << scale;
+        }
+      }
+    }
+  }
+}
+
 TFK_INSTANTIATE_FOR_EACH_ISA(SoftmaxTest);
 
 }  // namespace
