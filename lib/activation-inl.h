@@ -132,10 +132,12 @@ HWY_INLINE V FromLowerTail(D d, V x, V ax, V tail) {
   return hn::NegMulAdd(ax, tail, hn::Max(x, hn::Zero(d)));
 }
 
-// sigmoid(-s) = e / (1 + e) for s >= 0 and e = exp(-s) <= 1 (no overflow).
+// sigmoid(-s) = e / (1 + e) for s >= 0 and e = exp(-s) <= 1 (no overflow),
+// from es = e * kSigmoidScale (ExpForSigmoidN) as es / (kSigmoidScale + es):
+// the same bits, the scaling by a power of two being exact both ways.
 template <class D, class V = hn::Vec<D>>
-HWY_INLINE V SigmoidOfNegative(D d, V e) {
-  return hn::Div(e, hn::Add(hn::Set(d, 1.0f), e));
+HWY_INLINE V SigmoidOfNegative(D d, V es) {
+  return hn::Div(es, hn::Add(hn::Set(d, kSigmoidScale), es));
 }
 
 template <size_t K, class D, class V = hn::Vec<D>>
@@ -154,7 +156,7 @@ HWY_INLINE void GeluTanhN(D d, V* x) {
   TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], 20.0f);
   TFK_FOR_EACH_K e[k] = hn::MulAdd(hn::Mul(ax[k], ax[k]), hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
   TFK_FOR_EACH_K e[k] = hn::Mul(hn::Mul(ax[k], e[k]), hn::Set(d, -1.5957691216057308f));
-  ExpNonPositiveSubnormalN<K>(d, e);
+  ExpForSigmoidN<K>(d, e);
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
 
@@ -167,7 +169,7 @@ HWY_INLINE void SiluN(D d, V* x) {
   V ax[K], e[K];
   TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], 104.0f);
   TFK_FOR_EACH_K e[k] = hn::Neg(ax[k]);
-  ExpNonPositiveSubnormalN<K>(d, e);
+  ExpForSigmoidN<K>(d, e);
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
 
