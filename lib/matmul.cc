@@ -40,6 +40,10 @@ constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 // are packed at a time; taller A goes through in slabs of rows.
 constexpr size_t kPackedABudget = size_t{8} << 20;
 
+// Unpacked [K, N] B read in place by M = 1 (MakePlan): the largest K whose
+// partial last panel is packed whole into scratch (1 MiB).
+constexpr size_t kInPlaceMaxK = 8192;
+
 // How a call (or a slab of its rows) is cut into work; see Gemm.
 struct GemmPlan {
   bool decode, stream_next;
@@ -62,9 +66,11 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // more rows a tile reads one panel,
   // 128 bytes a row, each row on its own page: in place, M = 8 at K = N =
   // 4096 took 1.7x as long as packing kc-row slices. [N, K] weights are
-  // always packed.
-  pl.decode = g.M <= kMaxMR && (g.packed != nullptr || (g.layout == TFK_LAYOUT_KN &&
-                                                        g.M == 1 && kDecodePanels > 1));
+  // always packed. A partial last panel is packed whole (K x 32 floats of
+  // scratch), so in place takes N a multiple of 32 or K <= kInPlaceMaxK.
+  const bool in_place = g.packed == nullptr && g.layout == TFK_LAYOUT_KN && g.M == 1 &&
+                        kDecodePanels > 1 && (g.N % kNR == 0 || g.K <= kInPlaceMaxK);
+  pl.decode = (g.packed != nullptr && g.M <= kMaxMR) || in_place;
   // Packed weights with several row tiles (M = 8 on AVX2's 3-row tiles, and
   // up): the first tile of a panel slice would wait for it from memory while
   // the others find it in L2, so memory and FMAs would take turns. Instead
@@ -158,7 +164,9 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
   detail::ParallelFor(pl.m_chunks * n_panels, pl.cost, [&](size_t begin, size_t end) HWY_ATTR {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
     const size_t w_floats = blocked ? group * mc * kNR : 0;
-    const size_t b_floats = g.packed ? 0 : kc * kNR;
+    // Unpacked B: one packed slice; none where decoding reads every panel in
+    // place.
+    const size_t b_floats = g.packed || (decode && g.N % kNR == 0) ? 0 : kc * kNR;
     const size_t a_floats = kPackA && pa.data == nullptr ? mc * kc : 0;
     float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + 16);
     if (scratch == nullptr) {

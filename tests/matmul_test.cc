@@ -66,6 +66,10 @@ std::vector<Case> Shapes() {
   cases.push_back({509, 35, 13});
   cases.push_back({1, 4096, 64});
   cases.push_back({8, 100, 4096});
+  // M = 1 with [K, N] B: whole panels read in place (N = 256), and past the
+  // K up to which a partial last panel is packed whole (k-blocked instead).
+  cases.push_back({1, 256, 9000});
+  cases.push_back({1, 45, 8200});
   return cases;
 }
 
