@@ -36,8 +36,9 @@ constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 // Packed per chunk of work instead, every chunk packed its M chunk's A
 // again; packing an element costs about as much as one panel's FMAs on it
 // (32 multiply-adds, a cycle), so that cost 1 / (panels per chunk) of the
-// time, a quarter with the 4-panel chunks two threads get at N = 1024. At most kPackedABudget floats (32 MiB)
-// are packed at a time; taller A goes through in slabs of rows.
+// time, a quarter with the 4-panel chunks two threads get at N = 1024. At
+// most kPackedABudget floats (32 MiB) are packed at a time; taller A goes
+// through in slabs of rows.
 constexpr size_t kPackedABudget = size_t{8} << 20;
 
 // Unpacked [K, N] B read in place by M = 1 (MakePlan): the largest K whose
@@ -46,7 +47,7 @@ constexpr size_t kInPlaceMaxK = 8192;
 
 // How a call (or a slab of its rows) is cut into work; see Gemm.
 struct GemmPlan {
-  bool decode, stream_next;
+  bool decode, in_place, stream_next;
   size_t kc, n_panels, mc, m_chunks, group, cost;
 };
 
@@ -63,14 +64,14 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // bytes of each row of B), where packing them would only add a copy
   // (medians of per-round ratios, M = 1: one AVX-512 core, K = N = 4096 /
   // 1024 / 1000 +37 / +36 / +50 %, two threads +46 %; AVX2 +79 %). With
-  // more rows a tile reads one panel,
-  // 128 bytes a row, each row on its own page: in place, M = 8 at K = N =
-  // 4096 took 1.7x as long as packing kc-row slices. [N, K] weights are
-  // always packed. A partial last panel is packed whole (K x 32 floats of
-  // scratch), so in place takes N a multiple of 32 or K <= kInPlaceMaxK.
-  const bool in_place = g.packed == nullptr && g.layout == TFK_LAYOUT_KN && g.M == 1 &&
-                        kDecodePanels > 1 && (g.N % kNR == 0 || g.K <= kInPlaceMaxK);
-  pl.decode = (g.packed != nullptr && g.M <= kMaxMR) || in_place;
+  // more rows a tile reads one panel, 128 bytes a row, each row on its own
+  // page: in place, M = 8 at K = N = 4096 took 1.7x as long as packing
+  // kc-row slices. [N, K] weights are always packed. A partial last panel
+  // is packed whole (K x 32 floats of scratch), so in place takes N a
+  // multiple of 32 or K <= kInPlaceMaxK.
+  pl.in_place = g.packed == nullptr && g.layout == TFK_LAYOUT_KN && g.M == 1 &&
+                kDecodePanels > 1 && (g.N % kNR == 0 || g.K <= kInPlaceMaxK);
+  pl.decode = (g.packed != nullptr && g.M <= kMaxMR) || pl.in_place;
   // Packed weights with several row tiles (M = 8 on AVX2's 3-row tiles, and
   // up): the first tile of a panel slice would wait for it from memory while
   // the others find it in L2, so memory and FMAs would take turns. Instead
@@ -159,14 +160,14 @@ HWY_INLINE const float* PackedPiece(const GemmArgs& g, const GemmPlan& pl, const
 // (out of memory).
 bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
   const size_t kc = pl.kc, n_panels = pl.n_panels, mc = pl.mc, group = pl.group;
-  const bool decode = pl.decode, stream_next = pl.stream_next;
+  const bool decode = pl.decode, in_place = pl.in_place, stream_next = pl.stream_next;
   std::atomic<bool> ok{true};
   detail::ParallelFor(pl.m_chunks * n_panels, pl.cost, [&](size_t begin, size_t end) HWY_ATTR {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
     const size_t w_floats = blocked ? group * mc * kNR : 0;
     // Unpacked B: one packed slice; none where decoding reads every panel in
     // place.
-    const size_t b_floats = g.packed || (decode && g.N % kNR == 0) ? 0 : kc * kNR;
+    const size_t b_floats = g.packed || (in_place && g.N % kNR == 0) ? 0 : kc * kNR;
     const size_t a_floats = kPackA && pa.data == nullptr ? mc * kc : 0;
     float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + 16);
     if (scratch == nullptr) {
@@ -191,19 +192,15 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
         const bool first = k0 == 0, last = k0 + kb == g.K;
         const float* ap = kPackA ? PackedPiece(g, pl, pa, m0, m1, k0, kb, own_a) : nullptr;
         size_t p = p0;
-        // Unpacked [K, N] B, decoding: whole panels are read in place.
-        const bool in_place = decode && g.packed == nullptr;
         if (decode && g.M == 1 && kDecodePanels > 1) {
+          // Packed panels, or (in place) whole panels of B itself.
           for (; p + kDecodePanels <= p1 && (!in_place || (p + kDecodePanels) * kNR <= g.N);
                p += kDecodePanels) {
             const size_t col0 = p * kNR;
-            if (in_place) {
-              TileRowPanels<kDecodePanels>(g.K, g.A, g.B + col0, kNR, g.ldb, g.C + col0,
-                                           g.N - col0, col0, g.epi);
-            } else {
-              TileRowPanels<kDecodePanels>(g.K, g.A, g.packed + p * g.K * kNR, g.K * kNR, kNR,
-                                           g.C + col0, g.N - col0, col0, g.epi);
-            }
+            const float* b = in_place ? g.B + col0 : g.packed + p * g.K * kNR;
+            TileRowPanels<kDecodePanels>(g.K, g.A, b, in_place ? kNR : g.K * kNR,
+                                         in_place ? g.ldb : kNR, g.C + col0, g.N - col0, col0,
+                                         g.epi);
           }
         }
         for (; p < p1; ++p) {

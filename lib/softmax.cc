@@ -154,6 +154,13 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   if (i != n) hn::StoreU(hn::Mul(last, vinv), d, y + n - N);
 }
 
+// Rows of at most this many vectors are paired. One core, medians of
+// per-round ratios against one row at a time, [8192, cols]: AVX-512 cols 64
+// / 128 / 256 +32 / +22 / +8 % (two threads, 128: +24 %), but 512 -5 to
+// -17 % and [1024, 1024] -15 % when paired too; AVX2 64 / 128 +21 / +9 %,
+// 256 -4 %, 512 -13 % when paired; SSE4 32 / 64 +15 / +7 %.
+constexpr size_t kPairMaxVectors = 16;
+
 // Two rows of n valid columns (n >= 2 Lanes(d)) in lockstep, in y (no
 // streaming): the same operations on each row, in the same order, as
 // SoftmaxValid<false> (its exponential pass sums even-numbered vectors in s0
@@ -165,13 +172,6 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
 // cycles that the next row's work did not hide (softmax [8, 64] took 62 ns a
 // row on one AVX-512 core, of which ~10 for its elements), which counts for
 // short rows.
-// Rows of at most this many vectors are paired. One core, medians of
-// per-round ratios against one row at a time, [8192, cols]: AVX-512 cols 64
-// / 128 / 256 +32 / +22 / +8 % (two threads, 128: +24 %), but 512 -5 to
-// -17 % and [1024, 1024] -15 % when paired too; AVX2 64 / 128 +21 / +9 %,
-// 256 -4 %, 512 -13 % when paired; SSE4 32 / 64 +15 / +7 %.
-constexpr size_t kPairMaxVectors = 16;
-
 template <class D>
 HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, float* y1,
                             size_t n, float scale, const float* next0, const float* next1) {
