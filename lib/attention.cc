@@ -130,12 +130,21 @@ HWY_INLINE void FinishQueryBlock(const AttentionArgs& a, size_t g, const QueryBl
 // Scratch: [kTaskBlocks * QueryBlockFloats(d) + (kKVB + 2 kKVB d) * ... ].
 constexpr size_t kTaskBlocks = 8;
 
+// A query block's state O^T, m, l (contiguous in its scratch, see
+// InitQueryBlock), as a split of keys leaves it for MergeBlockSplits.
+HWY_INLINE size_t BlockStateFloats(size_t dh) { return (dh + 2) * kQB; }
+
 HWY_INLINE size_t PrefillScratchFloats(size_t dh) {
   return kTaskBlocks * QueryBlockFloats(dh) + kKVB * kQB + 2 * kKVB * dh;
 }
 
+// Keys [k_begin, k_end) only (all: 0, kv_len). part null: writes the
+// normalised outputs. Else writes each query block's state as it stands
+// (O^T, m, l: BlockStateFloats(d) floats a block, in order) to part, for
+// MergeBlockSplits.
 template <class T>
-HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch) {
+HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch,
+                              size_t k_begin, size_t k_end, float* part) {
   const size_t dh = a.head_dim, n_q = a.q_len * (a.n_heads / a.n_kv_heads);
   // The task's Q rows first, all at once: they are as far apart and cold as
   // the output rows, and the transposes below, each storing a row as d
@@ -155,23 +164,72 @@ HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float
   float* kbuf = st + kKVB * kQB;                             // [kKVB][d]
   float* vbuf = kbuf + kKVB * dh;                            // [kKVB][d]
   // Keys past a block's max_keys are masked for all its queries: skipped.
-  for (size_t j0 = 0; j0 < max_keys; j0 += kKVB) {
-    const size_t nj_all = max_keys - j0 < kKVB ? max_keys - j0 : kKVB;
+  const size_t key_end = max_keys < k_end ? max_keys : k_end;
+  for (size_t j0 = k_begin; j0 < key_end; j0 += kKVB) {
+    const size_t nj_all = key_end - j0 < kKVB ? key_end - j0 : kKVB;
     CopyKVRows<T>(a, a.k, a.ldk, a.k_head_stride, g, j0, nj_all, kbuf);
     CopyKVRows<T>(a, a.v, a.ldv, a.v_head_stride, g, j0, nj_all, vbuf);
-    const bool last = j0 + kKVB >= max_keys;  // the task's last key block
+    const bool last = j0 + kKVB >= key_end;  // the task's last key block
     for (size_t b = 0; b < n_blocks; ++b) {
       QueryBlock& qb = blocks[b];
-      if (last) PrefetchOutputRows(a, g, qb);
+      if (last && part == nullptr) PrefetchOutputRows(a, g, qb);
       if (qb.max_keys <= j0) continue;
       const size_t nj = qb.max_keys - j0 < nj_all ? qb.max_keys - j0 : nj_all;
       PanelRows<true>(nj, dh, kbuf, dh, qb.qt, st, nullptr);
       if (j0 + nj > qb.min_keys) MaskBlock(j0, nj, qb.visible, st);
       OnlineSoftmaxBlock(nj, st, qb.m, qb.l, qb.alpha);
-      PanelRows<false>(dh, nj, vbuf, dh, st, qb.ot, j0 == 0 ? nullptr : qb.alpha);
+      PanelRows<false>(dh, nj, vbuf, dh, st, qb.ot, j0 == k_begin ? nullptr : qb.alpha);
     }
   }
-  for (size_t b = 0; b < n_blocks; ++b) FinishQueryBlock(a, g, blocks[b]);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    if (part == nullptr) {
+      FinishQueryBlock(a, g, blocks[b]);
+    } else {
+      memcpy(part + b * BlockStateFloats(dh), blocks[b].ot, BlockStateFloats(dh) * sizeof(float));
+    }
+  }
+}
+
+// Merges the n_splits partial states of query block b of group g (stride
+// `stride` floats from one split to the next), in split order, 32 queries
+// along the lanes: O = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max_s
+// m_s), as MergeSplits. A query with l_s = 0 saw no key of split s: its o_s
+// (unset, or weight-0 terms) is not used. out: BlockStateFloats(d) floats.
+HWY_INLINE void MergeBlockSplits(const AttentionArgs& a, size_t g, size_t b, size_t n_q,
+                                 size_t n_splits, size_t stride, const float* part, float* out) {
+  const DF d;
+  const size_t dh = a.head_dim;
+  QueryBlock qb;
+  qb.ot = out, qb.m = out + dh * kQB, qb.l = qb.m + kQB;
+  qb.f0 = b * kQB, qb.n_f = n_q - qb.f0 < kQB ? n_q - qb.f0 : kQB;
+  qb.max_keys = 1;  // FinishQueryBlock: zeros where l = 0
+  for (size_t v = 0; v < kQV; ++v) {
+    const size_t o = v * kAttnLanes;
+    // The max over the splits, NaN if any m_s is NaN.
+    VF mx = hn::Set(d, -INFINITY), nan = hn::Zero(d);
+    for (size_t s = 0; s < n_splits; ++s) {
+      const VF ms = hn::LoadU(d, part + s * stride + dh * kQB + o);
+      mx = hn::Max(mx, ms);
+      nan = hn::Or(nan, hn::VecFromMask(d, hn::Ne(ms, ms)));
+    }
+    const VF shift = hn::IfThenZeroElse(hn::Eq(mx, hn::Set(d, -INFINITY)), mx);
+    VF l = hn::Zero(d);
+    for (size_t s = 0; s < n_splits; ++s) {
+      const float* ps = part + s * stride;
+      const VF ls = hn::LoadU(d, ps + (dh + 1) * kQB + o);
+      const auto seen = hn::Ne(ls, hn::Zero(d));
+      const VF w = hn::IfThenElseZero(
+          seen, ExpNonPositive(d, hn::Sub(hn::LoadU(d, ps + dh * kQB + o), shift)));
+      l = hn::MulAdd(w, ls, l);
+      for (size_t c = 0; c < dh; ++c) {
+        const VF acc = s == 0 ? hn::Zero(d) : hn::LoadU(d, out + c * kQB + o);
+        const VF sum = hn::IfThenElse(seen, hn::MulAdd(w, hn::LoadU(d, ps + c * kQB + o), acc), acc);
+        hn::StoreU(sum, d, out + c * kQB + o);
+      }
+    }
+    hn::StoreU(hn::Or(l, nan), d, qb.l + o);
+  }
+  FinishQueryBlock(a, g, qb);
 }
 
 // One block of nk keys for kQ queries that see the same keys: scores,
@@ -310,12 +368,12 @@ bool AttentionT(const AttentionArgs& a) {
   const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads, n_q = a.q_len * n_rep;
   const size_t groups = a.n_kv_heads;
   std::atomic<bool> ok{true};
-  if (n_q > kDecodeMaxQueries) {
+  const size_t span = kTaskBlocks * kQB;
+  if (n_q > kDecodeMaxQueries && (n_q > span || a.kv_len <= kSplitKeys)) {
     // Prefill: items (group, kTaskBlocks blocks of 32 queries). Within a
     // group the items are visited from both ends (0, n-1, 1, n-2, ...), so
     // that under the causal mask, where an item's cost grows with its index,
     // equal contiguous runs of items carry nearly equal work.
-    const size_t span = kTaskBlocks * kQB;
     const size_t blocks = (n_q + span - 1) / span;
     const size_t scratch_floats = PrefillScratchFloats(dh);
     const size_t cost = span * a.kv_len * dh / 2;  // ~ flops / 8
@@ -328,19 +386,29 @@ bool AttentionT(const AttentionArgs& a) {
       for (size_t item = begin; item < end; ++item) {
         const size_t g = item / blocks, i = item % blocks;
         const size_t b = i % 2 == 0 ? i / 2 : blocks - 1 - i / 2;
-        PrefillTask<T>(a, g, b * span, scratch);
+        PrefillTask<T>(a, g, b * span, scratch, 0, a.kv_len, nullptr);
       }
     });
     return ok.load();
   }
-  // Decoding: items (group, split of kSplitKeys keys), merged afterwards.
+  // Decoding, and groups whose queries fit one prefill item: items (group,
+  // split of kSplitKeys keys), merged afterwards, so that many cores share
+  // even one head. With more than kDecodeMaxQueries queries a group (MQA or
+  // GQA with many heads per KV head, a few tokens of GQA 32/8, a short chunk
+  // of prefill against a long cache) each split runs the prefill kernel on
+  // its keys, and its query blocks' states are merged 32 queries at a time;
+  // before, such a group was one item, on one core.
+  const bool dot = n_q <= kDecodeMaxQueries;
   const size_t n_splits = (a.kv_len + kSplitKeys - 1) / kSplitKeys;
   const bool split = n_splits > 1;
-  detail::CallBuffer part_buf(split ? groups * n_splits * n_q * (dh + 2) : 1);
+  const size_t n_blocks = (n_q + kQB - 1) / kQB;
+  // Partial state of one item (group, split).
+  const size_t item_floats = dot ? n_q * (dh + 2) : n_blocks * BlockStateFloats(dh);
+  detail::CallBuffer part_buf(split ? groups * n_splits * item_floats : 1);
   float* part = part_buf.get();
   if (part == nullptr) return false;
-  const size_t scratch_floats = DecodeScratchFloats(n_q, dh);
-  const size_t cost = kSplitKeys * dh * 2 * sizeof(T);
+  const size_t scratch_floats = dot ? DecodeScratchFloats(n_q, dh) : PrefillScratchFloats(dh);
+  const size_t cost = dot ? kSplitKeys * dh * 2 * sizeof(T) : n_q * kSplitKeys * dh / 2;
   // K and V larger than half the last-level cache come from memory.
   const bool spread = groups * a.kv_len * dh * 2 * sizeof(T) >= detail::StreamThresholdBytes();
   detail::ParallelFor(groups * n_splits, cost, [&](size_t begin, size_t end) HWY_ATTR {
@@ -351,10 +419,32 @@ bool AttentionT(const AttentionArgs& a) {
     }
     for (size_t item = begin; item < end; ++item) {
       const size_t g = item / n_splits, s = item % n_splits;
-      DecodeTask<T>(a, g, s, !split, spread, part + item * n_q * (dh + 2), scratch);
+      float* p = part + item * item_floats;
+      if (dot) {
+        DecodeTask<T>(a, g, s, !split, spread, p, scratch);
+      } else {
+        PrefillTask<T>(a, g, 0, scratch, s * kSplitKeys, (s + 1) * kSplitKeys,
+                       split ? p : nullptr);
+      }
     }
   });
   if (!ok.load() || !split) return ok.load();
+  if (!dot) {
+    detail::ParallelFor(groups * n_blocks, n_splits * BlockStateFloats(dh) * 8,
+                        [&](size_t begin, size_t end) HWY_ATTR {
+      float* out = detail::ThreadScratch(BlockStateFloats(dh));
+      if (out == nullptr) {
+        ok.store(false);
+        return;
+      }
+      for (size_t item = begin; item < end; ++item) {
+        const size_t g = item / n_blocks, b = item % n_blocks;
+        MergeBlockSplits(a, g, b, n_q, n_splits, item_floats,
+                         part + g * n_splits * item_floats + b * BlockStateFloats(dh), out);
+      }
+    });
+    return ok.load();
+  }
   detail::ParallelFor(groups * n_q, n_splits * dh * 8, [&](size_t begin, size_t end) HWY_ATTR {
     for (size_t item = begin; item < end; ++item) {
       MergeSplits(a, item / n_q, item % n_q, n_splits, part);

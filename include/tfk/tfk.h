@@ -239,8 +239,12 @@ TFK_API void tfk_linear_destroy(tfk_linear* layer);
  * kv_len - q_len + t and sees keys j <= kv_len - q_len + t; a query that sees
  * no key (q_len > kv_len) gets zeros. The q_len x kv_len score matrix is never
  * formed (flash-style tiles with an online softmax, docs/attention.md). A
- * NaN or +inf score makes its query's row NaN. O may be Q (same ldq) but must
- * not overlap K or V. Error: docs/numerics.md. */
+ * NaN or +inf score makes its query's row NaN. A masked key's score never
+ * reaches a query, but its value row may: where more than 16 queries share a
+ * KV head (n_heads/n_kv_heads x q_len), a non-finite value at a key that a
+ * query does not see, next to keys it does, can make that query's row NaN
+ * (weight 0 times inf). O may be Q (same ldq) but must not overlap K or V.
+ * Error: docs/numerics.md. */
 TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t n_heads,
                                  size_t n_kv_heads, size_t head_dim,
                                  const float* Q, size_t ldq, const float* K,
@@ -379,8 +383,9 @@ TFK_API tfk_status tfk_ffn_create(tfk_ffn** out, const tfk_ffn_config* config);
 TFK_API tfk_status tfk_ffn_workspace_size(const tfk_ffn* ffn, size_t n,
                                           size_t* bytes);
 /* Y = R + FFN(X), X and Y [n, d_model], R [n, d_model] or NULL. The
- * activation is fused into the first projection's store, the residual into
- * the second's. */
+ * activation is fused into the first projection's store (gated: act(X W1) *
+ * (X W3) is one pass over the fused [W1 | W3] projection's output), the
+ * residual into the second's. */
 TFK_API tfk_status tfk_ffn_forward(const tfk_ffn* ffn, size_t n,
                                    const float* X, size_t ldx, float* Y,
                                    size_t ldy, const float* R, size_t ldr,
