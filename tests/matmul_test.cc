@@ -54,11 +54,16 @@ struct Case {
 
 std::vector<Case> Shapes() {
   std::vector<Case> cases;
-  // Around the row tiles: 6 (AVX2), 14 (AVX-512) and their multiples.
+  // Around the row tiles: 3 (AVX2), 14 (AVX-512) and their multiples.
   for (size_t M : {1, 2, 3, 4, 7, 12, 13, 14, 15, 25, 28, 29}) {
     for (size_t N : {1, 5, 31, 32, 33, 65}) {
       for (size_t K : {1, 2, 17, 64}) cases.push_back({M, N, K});
     }
+  }
+  // Every remainder of a 14-row tile (1 .. 2 x 14 + 1 rows), at the k-block
+  // size of a 32 KiB L1d (kc = 512, lib/matmul.cc) and one past it.
+  for (size_t M = 1; M <= 29; ++M) {
+    for (size_t K : {512, 513}) cases.push_back({M, 33, K});
   }
   // k-blocking (K > kc), M chunks (M > mc), many panels, primes.
   cases.push_back({3, 40, 1000});
@@ -124,18 +129,50 @@ TEST_P(MatmulTest, ShapesLayoutsStridesAlphaBeta) {
 
 TEST_P(MatmulTest, ExactWithSmallIntegers) {
   for (const Case& c : {Case{13, 70, 4096}, Case{40, 33, 1000}, Case{1, 64, 3000}}) {
-    Mat A(c.M, c.K), B(c.K, c.N), C(c.M, c.N);
-    std::mt19937 rng(5);
-    std::uniform_int_distribution<int> dist(-3, 3);
-    for (size_t i = 0; i < c.M * c.K; ++i) A.data()[i] = static_cast<float>(dist(rng));
-    for (size_t i = 0; i < c.K * c.N; ++i) B.data()[i] = static_cast<float>(dist(rng));
-    tfk::check(tfk_matmul(c.M, c.N, c.K, 1, A.data(), c.K, B.data(), c.N, TFK_LAYOUT_KN, 0,
-                          C.data(), c.N));
-    for (size_t i = 0; i < c.M; ++i) {
-      for (size_t j = 0; j < c.N; ++j) {
-        double s = 0;
-        for (size_t k = 0; k < c.K; ++k) s += A.at(i, k) * B.at(k, j);
-        ASSERT_EQ(C.at(i, j), s) << i << "," << j;
+    for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+      const bool kn = layout == TFK_LAYOUT_KN;
+      Mat A(c.M, c.K), B(kn ? c.K : c.N, kn ? c.N : c.K), C(c.M, c.N);
+      std::mt19937 rng(5);
+      std::uniform_int_distribution<int> dist(-3, 3);
+      for (size_t i = 0; i < c.M * c.K; ++i) A.data()[i] = static_cast<float>(dist(rng));
+      for (size_t i = 0; i < c.K * c.N; ++i) B.data()[i] = static_cast<float>(dist(rng));
+      tfk::check(tfk_matmul(c.M, c.N, c.K, 1, A.data(), c.K, B.data(), B.ld, layout, 0,
+                            C.data(), c.N));
+      for (size_t i = 0; i < c.M; ++i) {
+        for (size_t j = 0; j < c.N; ++j) {
+          double s = 0;
+          for (size_t k = 0; k < c.K; ++k) s += A.at(i, k) * BAt(B, layout, k, j);
+          ASSERT_EQ(C.at(i, j), s) << i << "," << j << " layout " << layout;
+        }
+      }
+    }
+  }
+}
+
+// Packed weights equal the unpacked matmul bit for bit for every row count
+// of one and two 14-row tiles (the decoding tiles up to 14 rows with packed
+// weights), across k-blocks (K = 1100 > kc) and with the call split into
+// tasks (two threads: on AVX-512 the tasks share one packed A).
+TEST_P(MatmulTest, PackedEqualsUnpackedForEveryRowCount) {
+  const size_t K = 1100, N = 70;
+  for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+    const bool kn = layout == TFK_LAYOUT_KN;
+    Mat X(29, K, 3), W(kn ? K : N, kn ? N : K, 1), Y(29, N), Y2(29, N);
+    FillUniform(X.data(), 29 * X.ld, -1, 1, 21);
+    FillUniform(W.data(), W.rows * W.ld, -1, 1, 22);
+    tfk::linear layer(K, N, W.data(), layout, nullptr, TFK_ACT_NONE, W.ld);
+    for (int threads : {1, 2}) {
+      for (size_t M = 1; M <= 29; ++M) {
+        WithThreads(threads, [&] {
+          layer.forward(M, X.data(), Y.data(), nullptr, X.ld, N);
+          tfk::check(tfk_matmul(M, N, K, 1, X.data(), X.ld, W.data(), W.ld, layout, 0, Y2.data(), N));
+        });
+        ASSERT_TRUE(SameBits(Y.data(), Y2.data(), M * N)) << "M=" << M << " threads " << threads;
+        if (threads == 1 && (M == 1 || M == 14 || M == 29)) {
+          Mat C0(M, N), Ym(M, N);
+          std::copy(Y.data(), Y.data() + M * N, Ym.data());
+          ExpectGemm(X, W, layout, C0, Ym, 1, 0, K);
+        }
       }
     }
   }
@@ -307,6 +344,18 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
   };
   expect(TFK_INVALID_ARGUMENT, "M is 0",
          tfk_matmul(0, 4, 4, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "N is 0",
+         tfk_matmul(2, 0, 4, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "K is 0",
+         tfk_matmul(2, 4, 0, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "A is NULL",
+         tfk_matmul(2, 4, 4, 1, nullptr, 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "C is NULL",
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, nullptr, 4));
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of B (3) < cols (4)",
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 3, TFK_LAYOUT_KN, 0, c.data(), 4));
+  expect(TFK_INVALID_ARGUMENT, "beta",
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, INFINITY, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "leading dimension of A (3) < cols (4)",
          tfk_matmul(2, 4, 4, 1, a.data(), 3, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "leading dimension of B (4) < cols (5)",
@@ -336,13 +385,31 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
             TFK_SUCCESS);
   expect(TFK_INVALID_ARGUMENT, "layer is NULL",
          tfk_linear_forward(nullptr, 1, a.data(), 4, c.data(), 4, nullptr, 0));
+  tfk_linear* h2 = nullptr;
+  expect(TFK_INVALID_ARGUMENT, "W is NULL",
+         tfk_linear_create(&h2, 4, 4, nullptr, 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+  expect(TFK_INVALID_ARGUMENT, "K is 0",
+         tfk_linear_create(&h2, 0, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+  EXPECT_EQ(h2, nullptr);
+  expect(TFK_INVALID_ARGUMENT, "M is 0",
+         tfk_linear_forward(h, 0, a.data(), 4, c.data(), 4, nullptr, 0));
+  expect(TFK_INVALID_ARGUMENT, "X is NULL",
+         tfk_linear_forward(h, 2, nullptr, 4, c.data(), 4, nullptr, 0));
+  expect(TFK_INVALID_ARGUMENT, "Y is NULL",
+         tfk_linear_forward(h, 2, a.data(), 4, nullptr, 4, nullptr, 0));
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of Y (3) < cols (4)",
+         tfk_linear_forward(h, 2, a.data(), 4, c.data(), 3, nullptr, 0));
+  expect(TFK_INVALID_ARGUMENT, "leading dimension of R (2) < cols (4)",
+         tfk_linear_forward(h, 2, a.data(), 4, c.data(), 4, b.data(), 2));
   expect(TFK_INVALID_ARGUMENT, "leading dimension of X",
          tfk_linear_forward(h, 2, a.data(), 3, c.data(), 4, nullptr, 0));
   expect(TFK_INVALID_ARGUMENT, "Y overlaps X",
          tfk_linear_forward(h, 2, c.data() + 1, 4, c.data(), 4, nullptr, 0));
   expect(TFK_INVALID_ARGUMENT, "Y overlaps R",
          tfk_linear_forward(h, 2, a.data(), 4, c.data(), 4, c.data() + 1, 4));
-  expect(TFK_INVALID_ARGUMENT, "layer is NULL", tfk_linear_info(nullptr, nullptr, nullptr, nullptr));
+  size_t k = 7, n = 7, bytes = 7;
+  expect(TFK_INVALID_ARGUMENT, "layer is NULL", tfk_linear_info(nullptr, &k, &n, &bytes));
+  EXPECT_TRUE(k == 7 && n == 7 && bytes == 7);
   tfk_linear_destroy(h);
   tfk_linear_destroy(nullptr);  // ignored
 }

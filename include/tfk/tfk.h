@@ -191,8 +191,8 @@ typedef enum tfk_layout {
  * not overlap A or B. beta = 0 does not read C (NaN there is ignored). Each
  * C element is one sequential FMA chain over k = 0..K-1, so results are
  * identical for any thread count and equal, bit for bit, to tfk_linear with
- * the same B. Error: |C - C_exact| <= K u (|A||B|)_ij + rounding of the
- * alpha/beta step (docs/matmul.md). */
+ * the same B. Error: |C - C_exact| <= K u (|A||B|)_ij (2 K u on SSE4,
+ * which has no FMA) + rounding of the alpha/beta step (docs/matmul.md). */
 TFK_API tfk_status tfk_matmul(size_t M, size_t N, size_t K, float alpha,
                               const float* A, size_t lda, const float* B,
                               size_t ldb, tfk_layout b_layout, float beta,
@@ -212,8 +212,9 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N,
                                      tfk_activation act);
 
 /* Y[M,N] = R + act(X[M,K] W + bias); R is [M,N] (ldr) or NULL. Y may be R
- * (in place residual add) but must not overlap X. Allocates nothing after a
- * thread's first call (per-thread scratch, docs/design.md). */
+ * (in place residual add) but must not overlap X. Allocates nothing once a
+ * thread has run a call of this size or larger (per-thread scratch that only
+ * grows, docs/design.md). */
 TFK_API tfk_status tfk_linear_forward(const tfk_linear* layer, size_t M,
                                       const float* X, size_t ldx, float* Y,
                                       size_t ldy, const float* R, size_t ldr);
