@@ -268,30 +268,20 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a,
   }
 }
 
-#if HWY_MAX_BYTES == 64
-// Packs 16 k-steps of a full 14-row tile: rows src + i lda, columns [0, 16),
-// to t[k * 14 + i]. The 14 rows (and row 13 again as rows 14 and 15) are
-// loaded as 16 vectors and transposed in registers: 32-bit and 64-bit
-// interleaves within 128-bit blocks, then a 4 x 4 transpose of the blocks.
-// Output vector k holds the tile's 14 values of step k (and 2 more), stored
-// whole at t + 14 k: its two extra floats land in step k + 1's slots, written
-// next. `last`: t + 14 * 16 ends the tile, so step 15 stores 14 floats only.
-// The scalar gather it replaces (two memory operations an element, with
-// its 14 row pointers spilled) took 6 % of M = 512, K = N = 4096 on one
-// AVX-512 core.
-HWY_INLINE void PackATile14x16(const float* src, size_t lda, float* t, bool last) {
-  const hn::ScalableTag<float> d;
-  const hn::Repartition<double, decltype(d)> dd;
-  using V = hn::Vec<decltype(d)>;
-  V r[16];
-#pragma GCC unroll 16
-  for (size_t i = 0; i < 14; ++i) r[i] = hn::LoadU(d, src + i * lda);
-  r[14] = r[13];
-  r[15] = r[13];
-  // v[g][j], block b: rows 4g .. 4g + 3 at k = 4b + j.
-  V v[4][4];
+// Transposes a square block of kLanes x kLanes floats in registers: on
+// entry r[i] holds row i (kLanes consecutive values), on exit r[j] holds
+// column j. 32-bit and 64-bit interleaves within 128-bit blocks transpose
+// each 4 x 4 sub-block; wider vectors then transpose the blocks themselves
+// (AVX2: halves; AVX-512: a 4 x 4 transpose of blocks). AVX-512: 80
+// shuffles and blends for 256 floats.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void TransposeSquare(D d, V* r) {
+  const hn::Repartition<double, D> dd;
+  constexpr size_t kG = kLanes / 4;  // groups of 4 rows
+  // v[g][j], block b: rows 4g .. 4g + 3 at column 4b + j.
+  V v[kG][4];
 #pragma GCC unroll 4
-  for (size_t g = 0; g < 4; ++g) {
+  for (size_t g = 0; g < kG; ++g) {
     const V a0 = hn::InterleaveLower(d, r[4 * g], r[4 * g + 1]);
     const V a1 = hn::InterleaveUpper(d, r[4 * g], r[4 * g + 1]);
     const V b0 = hn::InterleaveLower(d, r[4 * g + 2], r[4 * g + 3]);
@@ -301,30 +291,108 @@ HWY_INLINE void PackATile14x16(const float* src, size_t lda, float* t, bool last
     v[g][2] = hn::BitCast(d, hn::InterleaveLower(dd, hn::BitCast(dd, a1), hn::BitCast(dd, b1)));
     v[g][3] = hn::BitCast(d, hn::InterleaveUpper(dd, hn::BitCast(dd, a1), hn::BitCast(dd, b1)));
   }
-  V o[16];  // o[k]: step k
 #pragma GCC unroll 4
   for (size_t j = 0; j < 4; ++j) {
+#if HWY_MAX_BYTES == 64
     // Blocks: x = [v0.0 v1.0 v0.2 v1.2], y = [v0.1 v1.1 v0.3 v1.3], z and w
-    // the same of v2 and v3; step 4b + j = [v0.b v1.b v2.b v3.b].
+    // the same of v2 and v3; column 4b + j = [v0.b v1.b v2.b v3.b].
     const V x = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(v[1][j]), v[0][j]);
     const V y = hn::OddEvenBlocks(v[1][j], hn::SwapAdjacentBlocks(v[0][j]));
     const V z = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(v[3][j]), v[2][j]);
     const V w = hn::OddEvenBlocks(v[3][j], hn::SwapAdjacentBlocks(v[2][j]));
-    o[0 + j] = hn::ConcatLowerLower(d, z, x);
-    o[4 + j] = hn::ConcatLowerLower(d, w, y);
-    o[8 + j] = hn::ConcatUpperUpper(d, z, x);
-    o[12 + j] = hn::ConcatUpperUpper(d, w, y);
+    r[0 + j] = hn::ConcatLowerLower(d, z, x);
+    r[4 + j] = hn::ConcatLowerLower(d, w, y);
+    r[8 + j] = hn::ConcatUpperUpper(d, z, x);
+    r[12 + j] = hn::ConcatUpperUpper(d, w, y);
+#elif HWY_MAX_BYTES == 32
+    r[0 + j] = hn::ConcatLowerLower(d, v[1][j], v[0][j]);
+    r[4 + j] = hn::ConcatUpperUpper(d, v[1][j], v[0][j]);
+#else
+    r[j] = v[0][j];
+#endif
   }
+}
+
+#if HWY_MAX_BYTES == 64
+// Packs 16 k-steps of a full 14-row tile: rows src + i lda, columns [0, 16),
+// to t[k * 14 + i]. The 14 rows (and row 13 again as rows 14 and 15) are
+// transposed in registers (TransposeSquare); output vector k holds the
+// tile's 14 values of step k (and 2 more), stored whole at t + 14 k: its two
+// extra floats land in step k + 1's slots, written next. `last`: t + 14 * 16
+// ends the tile, so step 15 stores 14 floats only. The scalar gather it
+// replaces (two memory operations an element, with its 14 row pointers
+// spilled) took 6 % of M = 512, K = N = 4096 on one AVX-512 core.
+HWY_INLINE void PackATile14x16(const float* src, size_t lda, float* t, bool last) {
+  const hn::ScalableTag<float> d;
+  hn::Vec<decltype(d)> r[16];
+#pragma GCC unroll 16
+  for (size_t i = 0; i < 14; ++i) r[i] = hn::LoadU(d, src + i * lda);
+  r[14] = r[13];
+  r[15] = r[13];
+  TransposeSquare(d, r);
   // In order of k: each store's two extra floats are overwritten by the next.
 #pragma GCC unroll 16
-  for (size_t k = 0; k < 15; ++k) hn::StoreU(o[k], d, t + k * 14);
+  for (size_t k = 0; k < 15; ++k) hn::StoreU(r[k], d, t + k * 14);
   if (last) {
-    hn::BlendedStore(o[15], hn::FirstN(d, 14), d, t + 15 * 14);
+    hn::BlendedStore(r[15], hn::FirstN(d, 14), d, t + 15 * 14);
   } else {
-    hn::StoreU(o[15], d, t + 15 * 14);
+    hn::StoreU(r[15], d, t + 15 * 14);
   }
 }
 #endif
+
+// One row of A times B stored [N, K], read in place: columns [32 p, 32 p +
+// 32) of C's row c (M = 1 of tfk_matmul with [N, K] weights, a GEMV). Each
+// of the panel's 32 rows of B is read front to back, kLanes of them at a
+// time turned into k-steps by TransposeSquare, so every output is one FMA
+// chain over k in order from zero: the bits of Tile<1> on the packed panel
+// (and of tfk_linear). Rows past N repeat row N - 1 and are not stored.
+// Against packing B's slices (a 4 x 4 transpose into scratch, then the
+// tile) it reads B once, as 32 sequential streams.
+HWY_NOINLINE void GemvPanelNK(size_t K, const float* HWY_RESTRICT a, const float* B,
+                              size_t ldb, size_t N, size_t p, float* c, const Epilogue& epi) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t col0 = p * kNR;
+  const size_t n_valid = N - col0 < kNR ? N - col0 : kNR;
+  const float* rows[kNR];
+  for (size_t i = 0; i < kNR; ++i) rows[i] = B + (i < n_valid ? col0 + i : N - 1) * ldb;
+  V acc[1][kNV];
+#pragma GCC unroll 8
+  for (size_t v = 0; v < kNV; ++v) acc[0][v] = hn::Zero(d);
+  // A step takes a 64-byte line of each row: rows K floats apart (4 KiB at
+  // K = 1024) share a few L1 sets, so a line must be used up before the
+  // next row's evicts it (AVX2 used half of each line per step: 14 GB/s
+  // where whole lines gave 24, one Zen 4 core, K = N = 1024).
+  constexpr size_t kLine = 64 / sizeof(float);
+  constexpr size_t kSub = kLine / kLanes;  // transposes per row block and line
+  size_t k = 0;
+  for (; k + kLine <= K; k += kLine) {
+#pragma GCC unroll 8
+    for (size_t v = 0; v < kNV; ++v) {
+#pragma GCC unroll 4
+      for (size_t h = 0; h < kSub; ++h) {
+        V r[kLanes];
+#pragma GCC unroll 16
+        for (size_t i = 0; i < kLanes; ++i) r[i] = hn::LoadU(d, rows[v * kLanes + i] + k + h * kLanes);
+        TransposeSquare(d, r);
+#pragma GCC unroll 16
+        for (size_t j = 0; j < kLanes; ++j) {
+          acc[0][v] = hn::MulAdd(hn::Set(d, a[k + h * kLanes + j]), r[j], acc[0][v]);
+        }
+      }
+    }
+  }
+  for (; k < K; ++k) {
+    HWY_ALIGN float col[kNR];
+    for (size_t i = 0; i < kNR; ++i) col[i] = rows[i][k];
+#pragma GCC unroll 8
+    for (size_t v = 0; v < kNV; ++v) {
+      acc[0][v] = hn::MulAdd(hn::Set(d, a[k]), hn::Load(d, col + v * kLanes), acc[0][v]);
+    }
+  }
+  StoreTile<1>(d, acc, c + col0, 0, n_valid, 0, col0, epi);
+}
 
 // Packs rows [0, rows) and columns [0, kc) of A (stride lda) as tiles of
 // kMaxMR rows, each [kc][tile rows]: tile t starts at dst + t * kMaxMR * kc.

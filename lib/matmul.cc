@@ -250,6 +250,15 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
 
 // Returns false if memory ran out (a task's scratch, or the packed A).
 bool Gemm(const GemmArgs& g) {
+  // M = 1 with [N, K] B: each panel's rows of B read in place (GemvPanelNK).
+  // K = N = 1024, one Zen 4 core: 5.1 GB/s of B with B's slices packed.
+  if (g.packed == nullptr && g.layout == TFK_LAYOUT_NK && g.M == 1) {
+    const size_t n_panels = NumPanels(g.N);
+    detail::ParallelFor(n_panels, g.K * kNR * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
+      for (size_t p = begin; p < end; ++p) GemvPanelNK(g.K, g.A, g.B, g.ldb, g.N, p, g.C, g.epi);
+    });
+    return true;
+  }
   // A call that runs as one task packs each piece into its own scratch right
   // before use, again for each group of panels: that copy stays in L2, where
   // the shared buffer's pieces land in memory not yet cached (M = 2048,
