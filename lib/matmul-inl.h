@@ -313,6 +313,35 @@ HWY_INLINE void TransposeSquare(D d, V* r) {
   }
 }
 
+// Reads 32 rows of B stored [N, K] (rows[i] points at row i's column 0)
+// over columns [0, kc) rounded down to whole 64-byte lines, as k-steps:
+// f(v, k, r) gets r[j] = column k + j of rows v kLanes .. (v + 1) kLanes,
+// for each row block v in order of k. A step takes a whole line of each row:
+// rows K floats apart (4 KiB at K = 1024) share a few L1 sets, so a line
+// must be used up before the next row's evicts it (AVX2 using half of each
+// line per step: 14 GB/s of B where whole lines gave 24, one Zen 4 core,
+// K = N = 1024). Returns the columns done.
+template <class D, class F>
+HWY_INLINE size_t TransposedRowSteps(D d, const float* const* rows, size_t kc, const F& f) {
+  constexpr size_t kLine = 64 / sizeof(float);
+  constexpr size_t kSub = kLine / kLanes;  // transposes per row block and line
+  size_t k = 0;
+  for (; k + kLine <= kc; k += kLine) {
+#pragma GCC unroll 8
+    for (size_t v = 0; v < kNV; ++v) {
+#pragma GCC unroll 4
+      for (size_t h = 0; h < kSub; ++h) {
+        hn::Vec<D> r[kLanes];
+#pragma GCC unroll 16
+        for (size_t i = 0; i < kLanes; ++i) r[i] = hn::LoadU(d, rows[v * kLanes + i] + k + h * kLanes);
+        TransposeSquare(d, r);
+        f(v, k + h * kLanes, r);
+      }
+    }
+  }
+  return k;
+}
+
 #if HWY_MAX_BYTES == 64
 // Packs 16 k-steps of a full 14-row tile: rows src + i lda, columns [0, 16),
 // to t[k * 14 + i]. The 14 rows (and row 13 again as rows 14 and 15) are
@@ -360,29 +389,10 @@ HWY_NOINLINE void GemvPanelNK(size_t K, const float* HWY_RESTRICT a, const float
   V acc[1][kNV];
 #pragma GCC unroll 8
   for (size_t v = 0; v < kNV; ++v) acc[0][v] = hn::Zero(d);
-  // A step takes a 64-byte line of each row: rows K floats apart (4 KiB at
-  // K = 1024) share a few L1 sets, so a line must be used up before the
-  // next row's evicts it (AVX2 used half of each line per step: 14 GB/s
-  // where whole lines gave 24, one Zen 4 core, K = N = 1024).
-  constexpr size_t kLine = 64 / sizeof(float);
-  constexpr size_t kSub = kLine / kLanes;  // transposes per row block and line
-  size_t k = 0;
-  for (; k + kLine <= K; k += kLine) {
-#pragma GCC unroll 8
-    for (size_t v = 0; v < kNV; ++v) {
-#pragma GCC unroll 4
-      for (size_t h = 0; h < kSub; ++h) {
-        V r[kLanes];
+  size_t k = TransposedRowSteps(d, rows, K, [&](size_t v, size_t k0, const V* r) HWY_ATTR {
 #pragma GCC unroll 16
-        for (size_t i = 0; i < kLanes; ++i) r[i] = hn::LoadU(d, rows[v * kLanes + i] + k + h * kLanes);
-        TransposeSquare(d, r);
-#pragma GCC unroll 16
-        for (size_t j = 0; j < kLanes; ++j) {
-          acc[0][v] = hn::MulAdd(hn::Set(d, a[k + h * kLanes + j]), r[j], acc[0][v]);
-        }
-      }
-    }
-  }
+    for (size_t j = 0; j < kLanes; ++j) acc[0][v] = hn::MulAdd(hn::Set(d, a[k0 + j]), r[j], acc[0][v]);
+  });
   for (; k < K; ++k) {
     HWY_ALIGN float col[kNR];
     for (size_t i = 0; i < kNR; ++i) col[i] = rows[i][k];
@@ -428,9 +438,13 @@ HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float*
 // Packs columns [32 p, 32 p + 32) and rows [k0, k0 + kc) of B into dst
 // ([kc][32], 64-byte aligned, zero-padded past N). [K, N]: each row's 32
 // values are copied as whole vectors. [N, K]: the panel's columns are rows of
-// B, so 4 x 4 blocks are transposed in 128-bit vectors, 4 k-steps at a time
-// across the panel's 32 rows of B (each of their lines serves 4 such
-// steps), writing whole rows of dst; the edges go element by element.
+// B; a whole panel goes a 64-byte line of each of its 32 rows at a time
+// through register transposes (TransposedRowSteps), writing whole rows of
+// dst; the k-steps left over, and partial panels, in 4 x 4 blocks of
+// 128-bit vectors, the edges element by element. (The 4 x 4 blocks alone,
+// which took a quarter of each row's line per step: tfk_matmul with [N, K]
+// B on one Zen 4 core, AVX3 / AVX2, M = 64, K = N = 1024 -22 / -19 %, M = 8,
+// K = N = 4096 -28 / -32 %; M = 512 -1 / -4 %.)
 // tfk_matmul packs B on every call: with a memcpy per row of 32 and an
 // element-wise gather it was a fifth (M = 512) to almost half (M = 64)
 // slower than tfk_linear at K = N = 1024 on one AVX-512 core (docs/matmul.md).
@@ -471,8 +485,20 @@ HWY_INLINE void PackPanelSlice(const float* B, size_t ldb, tfk_layout layout, si
   }
   const hn::Full128<float> d4;
   const float* src = B + col0 * ldb + k0;  // row j of src: column col0 + j of the panel
-  const size_t n4 = n / 4 * 4, kc4 = kc / 4 * 4;
-  for (size_t k = 0; k < kc4; k += 4) {
+  // A whole panel: whole lines of its 32 rows through register transposes
+  // (TransposedRowSteps); the rest in 4 x 4 blocks of 128-bit vectors.
+  size_t k_done = 0;
+  if (n == kNR) {
+    const float* rows[kNR];
+    for (size_t i = 0; i < kNR; ++i) rows[i] = src + i * ldb;
+    using V = hn::Vec<decltype(d)>;
+    k_done = TransposedRowSteps(d, rows, kc, [&](size_t v, size_t k, const V* r) HWY_ATTR {
+#pragma GCC unroll 16
+      for (size_t j = 0; j < kLanes; ++j) hn::Store(r[j], d, dst + (k + j) * kNR + v * kLanes);
+    });
+  }
+  const size_t n4 = n / 4 * 4, kc4 = k_done + (kc - k_done) / 4 * 4;
+  for (size_t k = k_done; k < kc4; k += 4) {
     for (size_t j = 0; j < n4; j += 4) {
       const float* r = src + j * ldb;
       const auto r0 = hn::LoadU(d4, r + k), r1 = hn::LoadU(d4, r + ldb + k);
@@ -486,7 +512,7 @@ HWY_INLINE void PackPanelSlice(const float* B, size_t ldb, tfk_layout layout, si
       hn::Store(hn::ConcatUpperUpper(d4, t3, t2), d4, out + 3 * kNR);
     }
   }
-  for (size_t k = 0; k < kc; ++k) {
+  for (size_t k = k_done; k < kc; ++k) {
     float* out = dst + k * kNR;
     for (size_t j = k < kc4 ? n4 : 0; j < n; ++j) out[j] = src[j * ldb + k];
     for (size_t j = n; j < kNR; ++j) out[j] = 0.0f;
