@@ -285,6 +285,7 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
     st[1] = 0.0f;
     memset(st + 2, 0, dh * sizeof(float));
   }
+  const bool spread_prefetch = detail::DecodeSpreadPrefetch();
   const T* kbase = static_cast<const T*>(a.k) + g * a.k_head_stride;
   const T* vbase = static_cast<const T*>(a.v) + g * a.v_head_stride;
   // Blocks outer, queries inner: a block of K and V (kDecodeKVB rows) stays in L2
@@ -305,7 +306,10 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
       const size_t nk = end[f0] - j0 < kDecodeKVB ? end[f0] - j0 : kDecodeKVB;
       const float* q = qs + f0 * dh;
       float* st = state + f0 * (dh + 2);
-      const bool pf = f0 == 0, sp = pf && spread;
+      // One-query tiles from memory read 4 streams (sp); they also prefetch
+      // where that helps (detail::DecodeSpreadPrefetch).
+      const bool sp = f0 == 0 && spread;
+      const bool pf = f0 == 0 && (!sp || f1 - f0 > 1 || spread_prefetch);
       const size_t avail = a.kv_len - j0;
       switch (f1 - f0) {
         case 1:

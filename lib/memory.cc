@@ -59,6 +59,21 @@ size_t StreamThresholdBytes() {
   return threshold;
 }
 
+bool DecodeSpreadPrefetch() {
+  static const bool prefetch = [] {
+    if (const char* env = getenv("TFK_DECODE_PREFETCH")) {
+      if (env[0] == '0' && env[1] == '\0') return false;
+      if (env[0] == '1' && env[1] == '\0') return true;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    return !(__builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f"));
+#else
+    return true;
+#endif
+  }();
+  return prefetch;
+}
+
 namespace {
 struct Scratch {
   float* data = nullptr;

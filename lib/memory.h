@@ -18,6 +18,16 @@ namespace detail {
 // (bytes) overrides it.
 size_t StreamThresholdBytes();
 
+// Whether decoding's one-query tiles, which read K and V from memory as 4
+// interleaved streams (lib/attention-inl.h, `spread`), also ask for lines
+// ahead in software. Not on AMD cores with AVX-512 (Zen 4 and later), where
+// the hardware prefetchers alone did better: one Zen 4 core, 1 query x 32
+// heads against a KV cache of 8192 / 2048 tokens, medians of per-round
+// ratios over 21 rounds: fp32 +18 / +24 %, bf16 +14 / +16 %; two threads
+// +11-24 %. Elsewhere the prefetches were measured to help (docs/attention.md)
+// and stay. The environment variable TFK_DECODE_PREFETCH (0 or 1) overrides.
+bool DecodeSpreadPrefetch();
+
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.
 // Grows when asked for more (an allocation only the first time a thread sees
 // a larger size), so kernels in steady state allocate nothing. Returns null
