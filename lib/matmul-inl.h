@@ -111,8 +111,10 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // [K, N] weights); w: [kMR][32] partial sums. If last, applies the
 // epilogue and writes columns [0, n_valid) of the tile to c (stride ldc),
 // whose absolute position is (row0, col0) for bias and residual.
-// pf (may be null): one 64-byte line to prefetch per k-step, pf + 16 k: the
-// caller's share of the next panel slice (see Gemm).
+// pf (may be null): one 64-byte line to prefetch per k-step, the caller's
+// share of the next panel slice (see Gemm), whose rows of 32 floats (two
+// lines) lie pf_ld floats apart: step k asks for line k % 2 of row k / 2
+// (packed slices: pf_ld = 32, so pf + 16 k).
 //
 // The decoding variant (kPrefetch) prefetches its panel 64 k-steps (8 KiB)
 // ahead. One Zen 4 core, medians of per-round ratios over 41 rounds against
@@ -124,7 +126,7 @@ template <size_t kMR, bool kPrefetch>
 HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
                        const float* HWY_RESTRICT b, size_t ldk, float* HWY_RESTRICT w, bool first,
                        bool last, float* c, size_t ldc, size_t n_valid, size_t row0,
-                       size_t col0, const Epilogue& epi, const float* pf) {
+                       size_t col0, const Epilogue& epi, const float* pf, size_t pf_ld) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kMR][kNV];
@@ -152,7 +154,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
         hwy::Prefetch(bk + kDecodePrefetchSteps * ldk + 16);
       }
     } else if (pf != nullptr) {
-      hwy::Prefetch(pf + 16 * k);
+      hwy::Prefetch(pf + (k >> 1) * pf_ld + (k & 1) * 16);
     }
     if (kNV <= 2) {
       // AVX-512: both B vectors stay loaded; each broadcast of A is used at
@@ -192,7 +194,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
 }
 
 using TileFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, bool, bool, float*,
-                        size_t, size_t, size_t, size_t, const Epilogue&, const float*);
+                        size_t, size_t, size_t, size_t, const Epilogue&, const float*, size_t);
 
 // Tile kernels for 1 .. kMaxMR rows.
 // prefetch: the decoding variant, which prefetches B ahead.

@@ -79,7 +79,12 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // the first tile its first kb lines and the second the rest, so the stream
   // runs while all tiles compute (AVX2, 1 / 2 threads, K = N = 4096: M = 8
   // 20.4 / 37.4 -> 28.4 / 50.8 GFLOP/s; M = 64 33.9 / 64.9 -> 36.4 / 71.5).
-  pl.stream_next = g.packed != nullptr && !pl.decode;
+  // Unpacked [K, N] B the same: its slices are packed right before use,
+  // rows ldb floats apart, two lines each, and the copy's loads found them
+  // in memory or L3 (one Zen 4 core, tfk_matmul, medians of per-round
+  // ratios: M = 8, K = N = 4096 +5 %, two threads +5 %; M = 64, K = N = 1024
+  // +1-2 %; M = 512 the same within noise).
+  pl.stream_next = !pl.decode && (g.packed != nullptr || g.layout == TFK_LAYOUT_KN);
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
   pl.n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
@@ -219,27 +224,35 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
           const size_t n_valid = g.N - col0 < kNR ? g.N - col0 : kNR;
           // The slice this task reads next: the next panel of the group, or
           // the group's first panel in the next k-block (none at the end).
+          // Rows of 32 floats (two lines), next_ld floats apart: the packed
+          // panel, or B itself.
           const float* next = nullptr;
-          size_t next_kb = 0;  // its k-steps: 2 next_kb lines
+          size_t next_kb = 0;  // its k-steps (rows): 2 next_kb lines
+          const size_t next_ld = g.packed ? kNR : g.ldb;
           if (stream_next) {
+            size_t np = 0, nk0 = 0;
             if (p + 1 < p1) {
-              next = g.packed + ((p + 1) * g.K + k0) * kNR;
-              next_kb = kb;
+              np = p + 1, nk0 = k0, next_kb = kb;
             } else if (k0 + kb < g.K) {
-              next = g.packed + (p0 * g.K + k0 + kb) * kNR;
-              next_kb = g.K - (k0 + kb) < kc ? g.K - (k0 + kb) : kc;
+              np = p0, nk0 = k0 + kb;
+              next_kb = g.K - nk0 < kc ? g.K - nk0 : kc;
+            }
+            if (next_kb != 0) {
+              next = g.packed ? g.packed + (np * g.K + nk0) * kNR : g.B + nk0 * g.ldb + np * kNR;
             }
           }
+          // Tile t prefetches rows [t h, (t + 1) h) of the next slice, h =
+          // kb / 2 (one line a k-step), if they lie within it.
+          const size_t h = kb / 2;
           for (size_t r = m0, t = 0; r < m1; r += kMaxMR, ++t) {
             const size_t rows = m1 - r < kMaxMR ? m1 - r : kMaxMR;
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
             const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
-            // Tile t prefetches lines [t kb, (t + 1) kb) of the next slice's
-            // 2 next_kb (a slice row is 128 bytes), if they lie within it.
-            const float* pf = next != nullptr && (t + 1) * kb <= 2 * next_kb ? next + t * kb * 16
-                                                                              : nullptr;
+            const float* pf = next != nullptr && (t + 1) * h <= next_kb ? next + t * h * next_ld
+                                                                         : nullptr;
             TileForRows(rows, decode)(kb, a, g.lda, bslice, ldk, wt, first, last,
-                                      g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf);
+                                      g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf,
+                                      next_ld);
           }
         }
       }
