@@ -66,6 +66,7 @@ bool DecodeSpreadPrefetch() {
       if (env[0] == '1' && env[1] == '\0') return true;
     }
 #if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();  // in case tfk is called from a static constructor
     return !(__builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f"));
 #else
     return true;
