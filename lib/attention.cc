@@ -258,6 +258,19 @@ HWY_INLINE void DecodeBlock(size_t nk, const float* qs, size_t dh, const T* kb, 
 // Scratch: DecodeScratchFloats(n_q, d).
 constexpr size_t kDecodeTile = 4;  // queries per DecodeBlock
 
+// Keys per split of a decoding group of n_q queries: kSplitKeys, or twice
+// that for a lone query (one head per KV head, one token), which takes its
+// split as one block and reads it as 4 streams (DecodeTask): the longer its
+// streams, the better the hardware follows them. One Zen 4 core, 32 heads,
+// KV cache of 8192 tokens, old and new library alternated in one process
+// (medians of per-round ratios): one 256-key block instead of two of 128,
+// fp32 +11 %, bf16 +10 % (512 tokens in cache +8 %, two threads +4-12 %);
+// then 512-key splits, fp32 +4 %, bf16 +22 % (two threads +5 / +11 %). GQA
+// 32/8 (4 queries, one tile) lost 3 % with 256-key blocks and keeps 128.
+constexpr size_t kLoneSplitKeys = 2 * kSplitKeys;
+HWY_INLINE size_t SplitKeys(size_t n_q) { return n_q == 1 ? kLoneSplitKeys : kSplitKeys; }
+static_assert(kLoneSplitKeys + 16 <= kDecodeTile * kScoreStride, "a lone query's scores fit");
+
 HWY_INLINE size_t DecodeScratchFloats(size_t n_q, size_t dh) {
   return n_q * (2 * dh + 2) + kDecodeTile * kScoreStride;
 }
@@ -266,8 +279,9 @@ template <class T>
 HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool final,
                              bool spread, float* part, float* scratch) {
   const size_t dh = a.head_dim, n_rep = a.n_heads / a.n_kv_heads, n_q = a.q_len * n_rep;
-  const size_t k_begin = s * kSplitKeys;
-  const size_t k_end = k_begin + kSplitKeys < a.kv_len ? k_begin + kSplitKeys : a.kv_len;
+  const size_t split_keys = SplitKeys(n_q);
+  const size_t k_begin = s * split_keys;
+  const size_t k_end = k_begin + split_keys < a.kv_len ? k_begin + split_keys : a.kv_len;
   float* state = scratch;                 // per query: m, l, o[d]
   float* qs = state + n_q * (dh + 2);     // per query: scale * q
   float* sc = qs + n_q * dh;              // scores of one block, per query of a tile
@@ -295,13 +309,9 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
   // group's last key: beyond the split, which this task or a neighbour reads
   // next). Every query sees the split's first key, so its sums start at 0.
   // A lone query (one head per KV head, one token) has no other tile to
-  // share a block with: it takes the whole split as one block, so that each
-  // of its 4 streams runs twice as long (one Zen 4 core, KV cache of 8192
-  // tokens, 32 heads: fp32 +10 %, bf16 +16 %; two threads +6 / +11 %; GQA
-  // 32/8 lost 3 % with 256-key blocks and keeps 128). Medians of per-round
-  // ratios, old and new library alternated in one process.
-  const size_t kvb = n_q == 1 ? kSplitKeys : kDecodeKVB;
-  static_assert(kSplitKeys + 16 <= kDecodeTile * kScoreStride, "a split's scores fit");
+  // share a block with: it takes its whole split as one block, so that each
+  // of its 4 streams runs longer (SplitKeys).
+  const size_t kvb = n_q == 1 ? split_keys : kDecodeKVB;
   for (size_t j0 = k_begin; j0 < last; j0 += kvb) {
     const T* kb = kbase + j0 * a.ldk;
     const T* vb = vbase + j0 * a.ldv;
@@ -411,7 +421,8 @@ bool AttentionT(const AttentionArgs& a) {
   // its keys, and its query blocks' states are merged 32 queries at a time;
   // before, such a group was one item, on one core.
   const bool dot = n_q <= kDecodeMaxQueries;
-  const size_t n_splits = (a.kv_len + kSplitKeys - 1) / kSplitKeys;
+  const size_t split_keys = dot ? SplitKeys(n_q) : kSplitKeys;
+  const size_t n_splits = (a.kv_len + split_keys - 1) / split_keys;
   const bool split = n_splits > 1;
   const size_t n_blocks = (n_q + kQB - 1) / kQB;
   // Partial state of one item (group, split).
@@ -420,7 +431,7 @@ bool AttentionT(const AttentionArgs& a) {
   float* part = part_buf.get();
   if (part == nullptr) return false;
   const size_t scratch_floats = dot ? DecodeScratchFloats(n_q, dh) : PrefillScratchFloats(dh);
-  const size_t cost = dot ? kSplitKeys * dh * 2 * sizeof(T) : n_q * kSplitKeys * dh / 2;
+  const size_t cost = dot ? split_keys * dh * 2 * sizeof(T) : n_q * split_keys * dh / 2;
   // K and V larger than half the last-level cache come from memory.
   const bool spread = groups * a.kv_len * dh * 2 * sizeof(T) >= detail::StreamThresholdBytes();
   detail::ParallelFor(groups * n_splits, cost, [&](size_t begin, size_t end) HWY_ATTR {

@@ -32,7 +32,8 @@ constexpr size_t kKVB = 64;
 // Decoding: a group with at most kDecodeMaxQueries queries (q_len x heads
 // per KV head: one token of GQA with up to 16 heads per KV head, 4 tokens
 // of GQA 32/8) uses a dot-product kernel instead (32 lanes of queries would
-// be mostly empty), and splits the keys into chunks of kSplitKeys, merged by
+// be mostly empty), and splits the keys into chunks of kSplitKeys (twice that
+// for a lone query: lib/attention.cc, SplitKeys), merged by
 // log-sum-exp, so that many cores share even one head. The split depends on
 // the shape only, never on the thread count, so results are identical for
 // any number of threads. 16, not 8 or 32: measured on AVX2, GQA 32/8 against

@@ -212,7 +212,7 @@ TEST_P(AttentionTest, QueriesThatSeeNoKeyGiveZerosBesideInfiniteValues) {
 
 TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
   for (const Shape& s : {Shape{300, 300, 4, 2, 64, true}, Shape{1, 3000, 8, 2, 64, false},
-                         Shape{4, 3000, 32, 4, 32, true}}) {
+                         Shape{4, 3000, 32, 4, 32, true}, Shape{1, 3000, 3, 3, 40, true}}) {
     Problem pb(s, 1, 1, 9);
     std::vector<float> first;
     for (int threads : {1, 2, 7}) {
