@@ -205,7 +205,7 @@ HWY_INLINE void MergeBlockSplits(const AttentionArgs& a, size_t g, size_t b, siz
   qb.max_keys = 1;  // FinishQueryBlock: zeros where l = 0
   for (size_t v = 0; v < kQV; ++v) {
     const size_t o = v * kAttnLanes;
-    // The max over the splits, NaN if any m_s is NaN.
+    // The max over the splits (x86's max may drop a NaN: `nan` keeps it).
     VF mx = hn::Set(d, -INFINITY), nan = hn::Zero(d);
     for (size_t s = 0; s < n_splits; ++s) {
       const VF ms = hn::LoadU(d, part + s * stride + dh * kQB + o);
@@ -251,7 +251,7 @@ HWY_INLINE void DecodeBlock(size_t nk, const float* qs, size_t dh, const T* kb, 
                        prefetch, spread, avail);
 }
 
-// Decoding task: keys [s * kSplitKeys, ...) of group g for its n_q <=
+// Decoding task: keys [s * SplitKeys(n_q), ...) of group g for its n_q <=
 // kDecodeMaxQueries queries. Writes per query (m, l, o[d]) to part, stride
 // d + 2, or, if final, the normalised output rows directly. spread: K and V
 // come from memory, read them as 4 streams (DotRows).
@@ -269,6 +269,16 @@ constexpr size_t kDecodeTile = 4;  // queries per DecodeBlock
 // 32/8 (4 queries, one tile) lost 3 % with 256-key blocks and keeps 128.
 constexpr size_t kLoneSplitKeys = 2 * kSplitKeys;
 HWY_INLINE size_t SplitKeys(size_t n_q) { return n_q == 1 ? kLoneSplitKeys : kSplitKeys; }
+
+// Keys per split of a group of 17 .. kQB x kTaskBlocks queries on the
+// prefill kernel: 512 per block of 32 queries, so that the splits' partial
+// states (a block's (d + 2) x 32 floats each) take at most 1/32 of the K and
+// V bytes they cover in fp32 (1/16 in bf16), as on the dot-product path at 16
+// queries; with 256 keys for any number of blocks, a 64-token chunk of GQA
+// 32/8 against 128 Ki cached tokens would have held 545 MB of them.
+HWY_INLINE size_t PrefillSplitKeys(size_t n_q) {
+  return 2 * kSplitKeys * ((n_q + kQB - 1) / kQB);
+}
 static_assert(kLoneSplitKeys + 16 <= kDecodeTile * kScoreStride, "a lone query's scores fit");
 
 HWY_INLINE size_t DecodeScratchFloats(size_t n_q, size_t dh) {
@@ -391,7 +401,7 @@ bool AttentionT(const AttentionArgs& a) {
   const size_t groups = a.n_kv_heads;
   std::atomic<bool> ok{true};
   const size_t span = kTaskBlocks * kQB;
-  if (n_q > kDecodeMaxQueries && (n_q > span || a.kv_len <= kSplitKeys)) {
+  if (n_q > kDecodeMaxQueries && (n_q > span || a.kv_len <= PrefillSplitKeys(n_q))) {
     // Prefill: items (group, kTaskBlocks blocks of 32 queries). Within a
     // group the items are visited from both ends (0, n-1, 1, n-2, ...), so
     // that under the causal mask, where an item's cost grows with its index,
@@ -414,14 +424,14 @@ bool AttentionT(const AttentionArgs& a) {
     return ok.load();
   }
   // Decoding, and groups whose queries fit one prefill item: items (group,
-  // split of kSplitKeys keys), merged afterwards, so that many cores share
-  // even one head. With more than kDecodeMaxQueries queries a group (MQA or
-  // GQA with many heads per KV head, a few tokens of GQA 32/8, a short chunk
-  // of prefill against a long cache) each split runs the prefill kernel on
-  // its keys, and its query blocks' states are merged 32 queries at a time;
-  // before, such a group was one item, on one core.
+  // split of keys: SplitKeys, PrefillSplitKeys), merged afterwards, so that
+  // many cores share even one head. With more than kDecodeMaxQueries
+  // queries a group (MQA or GQA with many heads per KV head, a few tokens of
+  // GQA 32/8, a short chunk of prefill against a long cache) each split runs
+  // the prefill kernel on its keys, and its query blocks' states are merged
+  // 32 queries at a time; before, such a group was one item, on one core.
   const bool dot = n_q <= kDecodeMaxQueries;
-  const size_t split_keys = dot ? SplitKeys(n_q) : kSplitKeys;
+  const size_t split_keys = dot ? SplitKeys(n_q) : PrefillSplitKeys(n_q);
   const size_t n_splits = (a.kv_len + split_keys - 1) / split_keys;
   const bool split = n_splits > 1;
   const size_t n_blocks = (n_q + kQB - 1) / kQB;
@@ -446,7 +456,7 @@ bool AttentionT(const AttentionArgs& a) {
       if (dot) {
         DecodeTask<T>(a, g, s, !split, spread, p, scratch);
       } else {
-        PrefillTask<T>(a, g, 0, scratch, s * kSplitKeys, (s + 1) * kSplitKeys,
+        PrefillTask<T>(a, g, 0, scratch, s * split_keys, (s + 1) * split_keys,
                        split ? p : nullptr);
       }
     }

@@ -41,8 +41,10 @@ constexpr size_t kKVB = 64;
 // 12.5 / 6.7 ms here against 19.0 / 9.9 on the prefill kernel, but 8 tokens
 // (32) 24.4 / 12.2 against 20.1 / 10.8: the dot-product tiles of 4 queries
 // re-read each K/V block once per tile, the prefill kernel once.
-// Groups of 17 .. kQB x 8 queries against more than kSplitKeys keys are split
-// the same way, each split running the prefill kernel (lib/attention.cc).
+// Groups of 17 .. kQB x 8 queries against more keys than a split holds are
+// split the same way, each split running the prefill kernel; a lone query
+// takes its whole split as one block (lib/attention.cc: SplitKeys,
+// PrefillSplitKeys).
 constexpr size_t kDecodeMaxQueries = 16;
 constexpr size_t kSplitKeys = 256;
 

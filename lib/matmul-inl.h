@@ -378,9 +378,9 @@ HWY_INLINE void PackATile14x16(const float* src, size_t lda, float* t, bool last
 // time turned into k-steps by TransposeSquare, so every output is one FMA
 // chain over k in order from zero: the bits of Tile<1> on the packed panel
 // (and of tfk_linear). Rows past N repeat row N - 1 and are not stored.
-// Against packing B's slices (a 4 x 4 transpose into scratch, then the
-// tile) it reads B once, as 32 sequential streams.
-HWY_NOINLINE void GemvPanelNK(size_t K, const float* HWY_RESTRICT a, const float* B,
+// It reads B once, as 32 sequential streams (before, B's slices were packed
+// into scratch by 4 x 4 transposes, then multiplied by Tile<1>).
+inline HWY_NOINLINE void GemvPanelNK(size_t K, const float* HWY_RESTRICT a, const float* B,
                               size_t ldb, size_t N, size_t p, float* c, const Epilogue& epi) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;

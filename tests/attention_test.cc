@@ -105,9 +105,10 @@ void ExpectAttention(Problem& pb, float scale, const char* what, bool bf16 = fal
 }
 
 // Shapes: the decoding path (<= 16 queries per KV head, splits of 256 keys,
-// tiles of 1-4 queries that see the same keys), the prefill path (blocks of
-// 32 queries x 64 keys), and between them groups of 17-256 queries against
-// more than 256 keys (the prefill kernel on splits of 256 keys), GQA and
+// 512 for a lone query, tiles of 1-4 queries that see the same keys), the
+// prefill path (blocks of 32 queries x 64 keys), and between them groups of
+// 17-256 queries against more keys than a split holds (the prefill kernel
+// on splits of 512 keys per block of 32 queries), GQA and
 // MQA, causal with q_len < kv_len and q_len > kv_len (queries that see
 // nothing), queries that see none of a split's keys, odd head_dim.
 std::vector<Shape> Shapes() {
@@ -122,7 +123,7 @@ std::vector<Shape> Shapes() {
       {4, 600, 8, 2, 64, true},    {3, 600, 12, 2, 32, true},  // 16 and 18 queries per KV head
       {3, 2, 1, 1, 4, true},       {2, 257, 2, 2, 8, true},    // no key; none of the last split
       {1, 1000, 32, 1, 64, true},  {8, 700, 32, 8, 48, true},  // MQA 32/1, GQA 32/8 x 8 tokens
-      {40, 300, 8, 2, 24, true},   {20, 270, 1, 1, 8, true},   // 160 and 20 queries, 2 splits
+      {40, 3000, 8, 2, 24, true},  {20, 520, 1, 1, 8, true},   // 160 and 20 queries, 2 splits
       {7, 513, 5, 1, 19, false},
   };
 }
@@ -171,7 +172,7 @@ TEST_P(AttentionTest, NonFiniteValues) {
   // NaN in a query: only that query's row is NaN. NaN in key j: every query
   // that sees j is NaN, causal queries before j are not.
   for (const Shape& s : {Shape{50, 50, 2, 1, 16, true}, Shape{4, 700, 2, 1, 16, true},
-                         Shape{2, 700, 32, 1, 16, true}}) {
+                         Shape{2, 1500, 32, 1, 16, true}}) {
     Problem pb(s, 0, 0, 3);
     pb.Q(1, 1)[3] = NAN;
     const size_t j_nan = s.kv_len - 3;  // seen by the last 3 queries only
