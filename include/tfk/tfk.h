@@ -383,10 +383,10 @@ typedef struct tfk_ffn tfk_ffn;
 TFK_API tfk_status tfk_ffn_create(tfk_ffn** out, const tfk_ffn_config* config);
 TFK_API tfk_status tfk_ffn_workspace_size(const tfk_ffn* ffn, size_t n,
                                           size_t* bytes);
-/* Y = R + FFN(X), X and Y [n, d_model], R [n, d_model] or NULL. The
- * activation is fused into the first projection's store (gated: act(X W1) *
- * (X W3) is one pass over the fused [W1 | W3] projection's output), the
- * residual into the second's. */
+/* Y = R + FFN(X), X and Y [n, d_model], R [n, d_model] or NULL. Ungated,
+ * the activation is fused into the first projection's store; gated, the
+ * fused [W1 | W3] projection is stored as it is and act(G1) * G3 is one
+ * pass over it. The residual is fused into the second projection's store. */
 TFK_API tfk_status tfk_ffn_forward(const tfk_ffn* ffn, size_t n,
                                    const float* X, size_t ldx, float* Y,
                                    size_t ldy, const float* R, size_t ldr,
