@@ -130,18 +130,15 @@ HWY_INLINE void FinishQueryBlock(const AttentionArgs& a, size_t g, const QueryBl
 // Scratch: [kTaskBlocks * QueryBlockFloats(d) + (kKVB + 2 kKVB d) * ... ].
 constexpr size_t kTaskBlocks = 8;
 
-// A query block's state O^T, m, l (contiguous in its scratch, see
-// InitQueryBlock), as a split of keys leaves it for MergeBlockSplits.
-HWY_INLINE size_t BlockStateFloats(size_t dh) { return (dh + 2) * kQB; }
-
 HWY_INLINE size_t PrefillScratchFloats(size_t dh) {
   return kTaskBlocks * QueryBlockFloats(dh) + kKVB * kQB + 2 * kKVB * dh;
 }
 
 // Keys [k_begin, k_end) only (all: 0, kv_len). part null: writes the
-// normalised outputs. Else writes each query block's state as it stands
-// (O^T, m, l: BlockStateFloats(d) floats a block, in order) to part, for
-// MergeBlockSplits.
+// normalised outputs. Else the task holds all n_q queries of the group (f0 =
+// 0) and writes per query its partial state (m, l, o[d], o unnormalised;
+// -inf, 0 and zeros for a query that saw none of these keys), stride d + 2,
+// as DecodeTask does, for MergeSplits.
 template <class T>
 HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float* scratch,
                               size_t k_begin, size_t k_end, float* part) {
@@ -182,54 +179,21 @@ HWY_NOINLINE void PrefillTask(const AttentionArgs& a, size_t g, size_t f0, float
     }
   }
   for (size_t b = 0; b < n_blocks; ++b) {
+    const QueryBlock& qb = blocks[b];
     if (part == nullptr) {
-      FinishQueryBlock(a, g, blocks[b]);
-    } else {
-      memcpy(part + b * BlockStateFloats(dh), blocks[b].ot, BlockStateFloats(dh) * sizeof(float));
+      FinishQueryBlock(a, g, qb);
+      continue;
+    }
+    // As in FinishQueryBlock, a query with l == 0 saw no key here: its O^T
+    // column (unset, or weight-0 terms) is not read.
+    for (size_t lane = 0; lane < qb.n_f; ++lane) {
+      float* pf = part + (qb.f0 + lane) * (dh + 2);
+      const bool seen = qb.max_keys > k_begin && qb.l[lane] != 0.0f;
+      pf[0] = seen ? qb.m[lane] : -INFINITY;
+      pf[1] = seen ? qb.l[lane] : 0.0f;
+      for (size_t c = 0; c < dh; ++c) pf[2 + c] = seen ? qb.ot[c * kQB + lane] : 0.0f;
     }
   }
-}
-
-// Merges the n_splits partial states of query block b of group g (stride
-// `stride` floats from one split to the next), in split order, 32 queries
-// along the lanes: O = sum_s w_s o_s / sum_s w_s l_s, w_s = exp(m_s - max_s
-// m_s), as MergeSplits. A query with l_s = 0 saw no key of split s: its o_s
-// (unset, or weight-0 terms) is not used. out: BlockStateFloats(d) floats.
-HWY_INLINE void MergeBlockSplits(const AttentionArgs& a, size_t g, size_t b, size_t n_q,
-                                 size_t n_splits, size_t stride, const float* part, float* out) {
-  const DF d;
-  const size_t dh = a.head_dim;
-  QueryBlock qb;
-  qb.ot = out, qb.m = out + dh * kQB, qb.l = qb.m + kQB;
-  qb.f0 = b * kQB, qb.n_f = n_q - qb.f0 < kQB ? n_q - qb.f0 : kQB;
-  qb.max_keys = 1;  // FinishQueryBlock: zeros where l = 0
-  for (size_t v = 0; v < kQV; ++v) {
-    const size_t o = v * kAttnLanes;
-    // The max over the splits (x86's max may drop a NaN: `nan` keeps it).
-    VF mx = hn::Set(d, -INFINITY), nan = hn::Zero(d);
-    for (size_t s = 0; s < n_splits; ++s) {
-      const VF ms = hn::LoadU(d, part + s * stride + dh * kQB + o);
-      mx = hn::Max(mx, ms);
-      nan = hn::Or(nan, hn::VecFromMask(d, hn::Ne(ms, ms)));
-    }
-    const VF shift = hn::IfThenZeroElse(hn::Eq(mx, hn::Set(d, -INFINITY)), mx);
-    VF l = hn::Zero(d);
-    for (size_t s = 0; s < n_splits; ++s) {
-      const float* ps = part + s * stride;
-      const VF ls = hn::LoadU(d, ps + (dh + 1) * kQB + o);
-      const auto seen = hn::Ne(ls, hn::Zero(d));
-      const VF w = hn::IfThenElseZero(
-          seen, ExpNonPositive(d, hn::Sub(hn::LoadU(d, ps + dh * kQB + o), shift)));
-      l = hn::MulAdd(w, ls, l);
-      for (size_t c = 0; c < dh; ++c) {
-        const VF acc = s == 0 ? hn::Zero(d) : hn::LoadU(d, out + c * kQB + o);
-        const VF sum = hn::IfThenElse(seen, hn::MulAdd(w, hn::LoadU(d, ps + c * kQB + o), acc), acc);
-        hn::StoreU(sum, d, out + c * kQB + o);
-      }
-    }
-    hn::StoreU(hn::Or(l, nan), d, qb.l + o);
-  }
-  FinishQueryBlock(a, g, qb);
 }
 
 // One block of nk keys for kQ queries that see the same keys: scores,
@@ -272,7 +236,7 @@ HWY_INLINE size_t SplitKeys(size_t n_q) { return n_q == 1 ? kLoneSplitKeys : kSp
 
 // Keys per split of a group of 17 .. kQB x kTaskBlocks queries on the
 // prefill kernel: 512 per block of 32 queries, so that the splits' partial
-// states (a block's (d + 2) x 32 floats each) take at most 1/32 of the K and
+// states (d + 2 floats a query) take at most 1/32 of the K and
 // V bytes they cover in fp32 (1/16 in bf16), as on the dot-product path at 16
 // queries; with 256 keys for any number of blocks, a 64-token chunk of GQA
 // 32/8 against 128 Ki cached tokens would have held 545 MB of them.
@@ -337,7 +301,7 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
       // One-query tiles from memory read 4 streams (sp); they also prefetch
       // where that helps (detail::DecodeSpreadPrefetch).
       const bool sp = f0 == 0 && spread;
-      const bool pf = f0 == 0 && (!sp || f1 - f0 > 1 || spread_prefetch);
+      const bool pf = f0 == 0 && (spread_prefetch || !spread || f1 - f0 > 1);
       const size_t avail = a.kv_len - j0;
       switch (f1 - f0) {
         case 1:
@@ -428,15 +392,14 @@ bool AttentionT(const AttentionArgs& a) {
   // many cores share even one head. With more than kDecodeMaxQueries
   // queries a group (MQA or GQA with many heads per KV head, a few tokens of
   // GQA 32/8, a short chunk of prefill against a long cache) each split runs
-  // the prefill kernel on its keys, and its query blocks' states are merged
-  // 32 queries at a time; before, such a group was one item, on one core.
+  // the prefill kernel on its keys, and the splits are merged as the
+  // dot-product path's; before, such a group was one item, on one core.
   const bool dot = n_q <= kDecodeMaxQueries;
   const size_t split_keys = dot ? SplitKeys(n_q) : PrefillSplitKeys(n_q);
   const size_t n_splits = (a.kv_len + split_keys - 1) / split_keys;
   const bool split = n_splits > 1;
-  const size_t n_blocks = (n_q + kQB - 1) / kQB;
-  // Partial state of one item (group, split).
-  const size_t item_floats = dot ? n_q * (dh + 2) : n_blocks * BlockStateFloats(dh);
+  // Partial state of one item (group, split): (m, l, o[d]) per query.
+  const size_t item_floats = n_q * (dh + 2);
   detail::CallBuffer part_buf(split ? groups * n_splits * item_floats : 1);
   float* part = part_buf.get();
   if (part == nullptr) return false;
@@ -462,22 +425,6 @@ bool AttentionT(const AttentionArgs& a) {
     }
   });
   if (!ok.load() || !split) return ok.load();
-  if (!dot) {
-    detail::ParallelFor(groups * n_blocks, n_splits * BlockStateFloats(dh) * 8,
-                        [&](size_t begin, size_t end) HWY_ATTR {
-      float* out = detail::ThreadScratch(BlockStateFloats(dh));
-      if (out == nullptr) {
-        ok.store(false);
-        return;
-      }
-      for (size_t item = begin; item < end; ++item) {
-        const size_t g = item / n_blocks, b = item % n_blocks;
-        MergeBlockSplits(a, g, b, n_q, n_splits, item_floats,
-                         part + g * n_splits * item_floats + b * BlockStateFloats(dh), out);
-      }
-    });
-    return ok.load();
-  }
   detail::ParallelFor(groups * n_q, n_splits * dh * 8, [&](size_t begin, size_t end) HWY_ATTR {
     for (size_t item = begin; item < end; ++item) {
       MergeSplits(a, item / n_q, item % n_q, n_splits, part);
