@@ -108,9 +108,9 @@ void ExpectAttention(Problem& pb, float scale, const char* what, bool bf16 = fal
 // 512 for a lone query, tiles of 1-4 queries that see the same keys), the
 // prefill path (blocks of 32 queries x 64 keys), and between them groups of
 // 17-256 queries against more keys than a split holds (the prefill kernel
-// on splits of 512 keys per block of 32 queries), GQA and
-// MQA, causal with q_len < kv_len and q_len > kv_len (queries that see
-// nothing), queries that see none of a split's keys, odd head_dim.
+// on splits of 512 keys per block of 32 queries), GQA and MQA, causal with
+// q_len < kv_len and q_len > kv_len (queries that see nothing), queries that
+// see none of a split's keys, odd head_dim.
 std::vector<Shape> Shapes() {
   return {
       {1, 1, 1, 1, 1, false},      {1, 7, 2, 2, 7, false},     {7, 7, 2, 1, 7, true},
