@@ -345,29 +345,29 @@ HWY_INLINE size_t TransposedRowSteps(D d, const float* const* rows, size_t kc, c
 }
 
 #if HWY_MAX_BYTES == 64
-// Packs 16 k-steps of a full 14-row tile: rows src + i lda, columns [0, 16),
-// to t[k * 14 + i]. The 14 rows (and row 13 again as rows 14 and 15) are
-// transposed in registers (TransposeSquare); output vector k holds the
-// tile's 14 values of step k (and 2 more), stored whole at t + 14 k: its two
-// extra floats land in step k + 1's slots, written next. `last`: t + 14 * 16
-// ends the tile, so step 15 stores 14 floats only. The scalar gather it
-// replaces (two memory operations an element, with its 14 row pointers
-// spilled) took 6 % of M = 512, K = N = 4096 on one AVX-512 core.
-HWY_INLINE void PackATile14x16(const float* src, size_t lda, float* t, bool last) {
+// Packs 16 k-steps of a tile of mr rows (kMinTransposedRows..16): rows
+// src + i lda, columns [0, 16), to t[k * mr + i]. The rows (and the last
+// one again up to 16) are transposed in registers (TransposeSquare); output
+// vector k holds the tile's mr values of step k (and 16 - mr more), stored
+// whole at t + mr k: its extra floats land in step k + 1's slots, written
+// next. `last`: t + 16 mr ends the tile, so step 15 stores mr floats only.
+// The scalar gather it replaces (two memory operations an element, with the
+// row pointers spilled) took 6 % of M = 512, K = N = 4096 on one AVX-512
+// core.
+constexpr size_t kMinTransposedRows = 8;
+HWY_INLINE void PackATileTransposed(const float* src, size_t lda, size_t mr, float* t, bool last) {
   const hn::ScalableTag<float> d;
   hn::Vec<decltype(d)> r[16];
 #pragma GCC unroll 16
-  for (size_t i = 0; i < 14; ++i) r[i] = hn::LoadU(d, src + i * lda);
-  r[14] = r[13];
-  r[15] = r[13];
+  for (size_t i = 0; i < 16; ++i) r[i] = hn::LoadU(d, src + (i < mr ? i : mr - 1) * lda);
   TransposeSquare(d, r);
-  // In order of k: each store's two extra floats are overwritten by the next.
+  // In order of k: each store's extra floats are overwritten by the next.
 #pragma GCC unroll 16
-  for (size_t k = 0; k < 15; ++k) hn::StoreU(r[k], d, t + k * 14);
+  for (size_t k = 0; k < 15; ++k) hn::StoreU(r[k], d, t + k * mr);
   if (last) {
-    hn::BlendedStore(r[15], hn::FirstN(d, 14), d, t + 15 * 14);
+    hn::BlendedStore(r[15], hn::FirstN(d, mr), d, t + 15 * mr);
   } else {
-    hn::StoreU(r[15], d, t + 15 * 14);
+    hn::StoreU(r[15], d, t + 15 * mr);
   }
 }
 #endif
@@ -406,33 +406,44 @@ inline HWY_NOINLINE void GemvPanelNK(size_t K, const float* HWY_RESTRICT a, cons
   StoreTile<1>(d, acc, c + col0, 0, n_valid, 0, col0, epi);
 }
 
-// Packs rows [0, rows) and columns [0, kc) of A (stride lda) as tiles of
-// kMaxMR rows, each [kc][tile rows]: tile t starts at dst + t * kMaxMR * kc.
-// Full 14-row tiles go 16 k-steps at a time through a register transpose
-// (PackATile14x16); the rest element by element, k outer: each k-step
-// writes its tile-row values contiguously while the rows are read as kMR
-// sequential streams. Row outer (stores 56 bytes apart) took 7.6 % of the
-// samples of M = 512, K = N = 4096 on one AVX-512 core, k outer 4.0 %
-// (137 -> 142 GFLOP/s, medians of 9 alternating runs).
+// Row tiles of a chunk of `rows` rows: as few as kMaxMR rows allow, of
+// heights that differ by at most one (tile t starts at row Start(t) and has
+// Rows(t) rows), so that chunks equal in rows are equal work. Chunks of
+// whole 14-row tiles gave M = 512 two of 266 and 246 rows, and one thread
+// waited for the other: two Zen 4 cores, medians of per-round ratios,
+// M = 512, K = N = 1024 +2.5 %, K = N = 4096 +1.3 %, M = 2048, K = 1024,
+// N = 4096 +1.4 %; one thread the same within noise.
+struct RowTiles {
+  size_t n, base, extra;
+  explicit RowTiles(size_t rows)
+      : n((rows + kMaxMR - 1) / kMaxMR), base(rows / n), extra(rows % n) {}
+  size_t Start(size_t t) const { return t * base + (t < extra ? t : extra); }
+  size_t Rows(size_t t) const { return base + (t < extra ? 1 : 0); }
+};
+
+// Packs rows [0, rows) and columns [0, kc) of A (stride lda) as the tiles
+// of RowTiles(rows), each [kc][tile rows]: tile t starts at dst + Start(t)
+// kc. Tiles of 8 rows or more go 16 k-steps at a time through a register
+// transpose (PackATileTransposed); the rest element by element, k outer:
+// each k-step writes its tile-row values contiguously while the rows are
+// read as mr sequential streams. Row outer (stores 56 bytes apart) took
+// 7.6 % of the samples of M = 512, K = N = 4096 on one AVX-512 core, k
+// outer 4.0 % (137 -> 142 GFLOP/s, medians of 9 alternating runs).
 HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float* dst) {
-  for (size_t r = 0; r < rows; r += kMaxMR) {
-    const size_t mr = rows - r < kMaxMR ? rows - r : kMaxMR;
+  const RowTiles rt(rows);
+  for (size_t tile = 0; tile < rt.n; ++tile) {
+    const size_t r = rt.Start(tile), mr = rt.Rows(tile);
     float* t = dst + r * kc;
     const float* src = a + r * lda;
     size_t k = 0;
-    if (mr == kMaxMR) {
 #if HWY_MAX_BYTES == 64
-      static_assert(kMaxMR == 14, "PackATile14x16 packs 14 rows");
-      for (; k + 16 <= kc; k += 16) PackATile14x16(src + k, lda, t + k * kMaxMR, k + 16 == kc);
+    static_assert(kMaxMR <= 16, "PackATileTransposed packs at most 16 rows");
+    if (mr >= kMinTransposedRows) {
+      for (; k + 16 <= kc; k += 16) PackATileTransposed(src + k, lda, mr, t + k * mr, k + 16 == kc);
+    }
 #endif
-      for (; k < kc; ++k) {
-#pragma GCC unroll 16
-        for (size_t i = 0; i < kMaxMR; ++i) t[k * kMaxMR + i] = src[i * lda + k];
-      }
-    } else {
-      for (; k < kc; ++k) {
-        for (size_t i = 0; i < mr; ++i) t[k * mr + i] = src[i * lda + k];
-      }
+    for (; k < kc; ++k) {
+      for (size_t i = 0; i < mr; ++i) t[k * mr + i] = src[i * lda + k];
     }
   }
 }

@@ -88,8 +88,9 @@ GemmPlan MakePlan(const GemmArgs& g) {
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
   pl.n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
-  // whole tiles so tasks get equal work, and enough of them to give every
-  // task work when N has few panels.
+  // rows (each cut into row tiles of balanced heights, RowTiles) so tasks
+  // get equal work, and enough of them to give every task work when N has
+  // few panels.
   const size_t row_tiles = (g.M + kMaxMR - 1) / kMaxMR;
   size_t m_chunks = (g.M + blk.mc - 1) / blk.mc;
   const size_t tasks = detail::MaxTasks();
@@ -97,7 +98,7 @@ GemmPlan MakePlan(const GemmArgs& g) {
     const size_t want = (tasks + pl.n_panels - 1) / pl.n_panels;
     m_chunks = want < row_tiles ? want : row_tiles;
   }
-  pl.mc = (row_tiles + m_chunks - 1) / m_chunks * kMaxMR;
+  pl.mc = (g.M + m_chunks - 1) / m_chunks;
   pl.m_chunks = (g.M + pl.mc - 1) / pl.mc;
   // Panels per workspace group: larger where A is packed, so that a tile's
   // packed rows serve more panels before they are packed again (unpacked B
@@ -245,8 +246,9 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
           // kb / 2 (one line a k-step), if they lie within it (an odd kb, on
           // the last k-block only, overlaps the next tile's share by a line).
           const size_t h = kb / 2;
-          for (size_t r = m0, t = 0; r < m1; r += kMaxMR, ++t) {
-            const size_t rows = m1 - r < kMaxMR ? m1 - r : kMaxMR;
+          const RowTiles rt(m1 - m0);
+          for (size_t t = 0; t < rt.n; ++t) {
+            const size_t r = m0 + rt.Start(t), rows = rt.Rows(t);
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
             const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
             const float* pf = next != nullptr && (t + 1) * h <= next_kb ? next + t * h * next_ld
