@@ -122,6 +122,17 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // AVX2's M = 3 +8 %; two threads the same within noise. (4 KiB had been
 // chosen on a Xeon, where 64 to 256 measured the same within its noise.)
 constexpr size_t kDecodePrefetchSteps = 64;
+// The next tile's parked partial sums (w + kMR * 32: tiles of a panel, and
+// the panels of a group, lie one after another in W) are prefetched during
+// this tile's first 2 kMR k-steps, one line each, when it will load them
+// (not first): W holds a group's 32 panels x mc rows (~1 MiB at mc = 256),
+// so they come back from L3, and the 28 loads at a tile's start stalled it.
+// One Zen 4 core, medians of per-round ratios over two runs: M = 512,
+// K = N = 4096 +1.8-2.7 %, M = 2048, K = 4096, N = 1024 +0-2 %, M = 512,
+// K = 1024, N = 4096 +0-1.4 %, M = 2048, K = N = 1024 +2 %; two threads
+// +0-2 %. AVX-512 only: AVX2's 3-row tiles run a k-step in ~6 cycles, and
+// the test in the loop cost them 10-15 %.
+constexpr bool kPrefetchNextW = kPackA;
 template <size_t kMR, bool kPrefetch>
 HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
                        const float* HWY_RESTRICT b, size_t ldk, float* HWY_RESTRICT w, bool first,
@@ -153,8 +164,9 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
         hwy::Prefetch(bk + kDecodePrefetchSteps * ldk);
         hwy::Prefetch(bk + kDecodePrefetchSteps * ldk + 16);
       }
-    } else if (pf != nullptr) {
-      hwy::Prefetch(pf + (k >> 1) * pf_ld + (k & 1) * 16);
+    } else {
+      if (pf != nullptr) hwy::Prefetch(pf + (k >> 1) * pf_ld + (k & 1) * 16);
+      if (kPrefetchNextW && !first && k < 2 * kMR) hwy::Prefetch(w + kMR * kNR + k * 16);
     }
     if (kNV <= 2) {
       // AVX-512: both B vectors stay loaded; each broadcast of A is used at
