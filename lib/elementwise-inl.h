@@ -93,6 +93,18 @@ HWY_INLINE void PrefetchPerLine(D d, const float* p, size_t i) {
   if (i % kLineFloats < hn::Lanes(d)) hwy::Prefetch(p + i);
 }
 
+// The norms and softmax read a row from memory in their first pass only,
+// and prefetch the next row of their chunk (next) during two later passes
+// over the row of n floats: at element i, a line of half of it, next[0, n/2)
+// in the first of them (first = 0), next[n/2, n) in the second (first = n),
+// once per two lines of the pass. All in the last pass, the reads stopped
+// while the passes before it ran; all in the pass before the last, they
+// stopped while the last pass streamed its output (figures at the callers).
+template <class D>
+HWY_INLINE void PrefetchNextRowHalf(D d, const float* next, size_t first, size_t i) {
+  if (i % (2 * kLineFloats) < hn::Lanes(d)) hwy::Prefetch(next + (first + i) / 2);
+}
+
 // Prefetches the line kPrefetchAhead floats past p[i] if it lies within
 // p[0:n), once per line.
 template <class D>

@@ -72,8 +72,10 @@ HWY_INLINE float RowExtreme(D d, const float* x, size_t n, bool negative) {
 // Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
 // Pass 2 writes the exponentials to tmp: y itself, or with kStream a scratch
 // row in L1/L2, from which pass 3 streams the result to y (no read of y's
-// lines from memory before they are written). next: the row computed next,
-// prefetched during pass 2 (null: none).
+// lines from memory before they are written). next: the row computed next
+// (null: none), prefetched during passes 2 and 3, its first half in pass 2
+// and its second half in pass 3, one line per two lines of x, so that its
+// reads go on while pass 3 writes (NextRowHalf).
 template <bool kStream, class D>
 HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
                              float* tmp, const float* next) {
@@ -103,19 +105,24 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const V vm = hn::Set(d, m);
   const V last = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + n - N), vscale, vm));
   V s0 = hn::Zero(d), s1 = s0;
-  // Pass 1 alone reads memory; while this pass computes, the next row
-  // (next, may be null) is prefetched, one line per line of x, so the
-  // memory stream does not stop (AVX2, 1 / 2 threads: [8192, 512] 3.8-4.0
-  // -> 4.7 / 7.2-7.5 -> 9.2-9.3 GB/s, [65536, 2048] 4.1-4.4 -> 4.9-5.0 /
-  // 7.5-8.1 -> 9.7). Four vectors a step, their exponentials interleaved
-  // (ExpNonPositiveN); the even vectors are summed in s0, the odd in s1.
+  // Pass 1 alone reads memory; while this pass and the next compute, the
+  // next row (next, may be null) is prefetched, so the memory stream does
+  // not stop (AVX2, 1 / 2 threads: [8192, 512] 3.8-4.0 -> 4.7 / 7.2-7.5 ->
+  // 9.2-9.3 GB/s, [65536, 2048] 4.1-4.4 -> 4.9-5.0 / 7.5-8.1 -> 9.7, all of
+  // it prefetched here). Half here and half in pass 3: prefetched all here,
+  // a long row's reads stopped while pass 3 streamed it out (one Zen 4
+  // core, medians of per-round ratios, [2048, 32000]: AVX-512 +15-20 %, two
+  // threads +16 %, AVX2 +3 %; [8192, 512] +3-7 %, [65536, 2048] and
+  // [64, 2048] the same). Four vectors a step, their exponentials
+  // interleaved (ExpNonPositiveN); the even vectors are summed in s0, the
+  // odd in s1.
   constexpr size_t kK = 4;
   size_t i = 0;
   for (; i + kK * N <= n_full; i += kK * N) {
     V e[kK];
 #pragma GCC unroll 4
     for (size_t k = 0; k < kK; ++k) {
-      if (next != nullptr) PrefetchPerLine(d, next, i + k * N);
+      if (next != nullptr) PrefetchNextRowHalf(d, next, 0, i + k * N);
       e[k] = hn::MulSub(hn::LoadU(d, x + i + k * N), vscale, vm);
     }
     ExpNonPositiveN<kK>(d, e);
@@ -125,7 +132,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     s1 = hn::Add(hn::Add(s1, e[1]), e[3]);
   }
   for (size_t k = 0; i < n_full; i += N, ++k) {
-    if (next != nullptr) PrefetchPerLine(d, next, i);
+    if (next != nullptr) PrefetchNextRowHalf(d, next, 0, i);
     const V e = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
     hn::StoreU(e, d, tmp + i);
     if (k % 2 == 0) {
@@ -144,13 +151,17 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const float inv = 1.0f / sum;
   if (kStream) {
     const auto one = [&](auto dd, size_t j) HWY_ATTR {
+      if (next != nullptr) PrefetchNextRowHalf(dd, next, n, j);
       return hn::Mul(hn::LoadU(dd, tmp + j), hn::Set(dd, inv));
     };
     WriteRow<true>(d, y, n, one, StreamStalls(y, tmp));
     return;
   }
   const V vinv = hn::Set(d, inv);
-  for (i = 0; i < n_full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), vinv), d, y + i);
+  for (i = 0; i < n_full; i += N) {
+    if (next != nullptr) PrefetchNextRowHalf(d, next, n, i);
+    hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), vinv), d, y + i);
+  }
   if (i != n) hn::StoreU(hn::Mul(last, vinv), d, y + n - N);
 }
 
