@@ -114,7 +114,8 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // pf (may be null): one 64-byte line to prefetch per k-step, the caller's
 // share of the next panel slice (see Gemm), whose rows of 32 floats (two
 // lines) lie pf_ld floats apart: step k asks for line k % 2 of row k / 2
-// (packed slices: pf_ld = 32, so pf + 16 k).
+// (packed slices: pf_ld = 32, so pf + 16 k). The decoding variant instead
+// asks for both lines of row k of the next panel (GemmPlan::next_panel).
 //
 // The decoding variant (kPrefetch) prefetches its panel 64 k-steps (8 KiB)
 // ahead. One Zen 4 core, medians of per-round ratios over 41 rounds against
@@ -163,6 +164,10 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
       if (k + kDecodePrefetchSteps < kc) {
         hwy::Prefetch(bk + kDecodePrefetchSteps * ldk);
         hwy::Prefetch(bk + kDecodePrefetchSteps * ldk + 16);
+      }
+      if (pf != nullptr) {  // the next panel, as a second stream
+        hwy::Prefetch(pf + k * pf_ld);
+        hwy::Prefetch(pf + k * pf_ld + 16);
       }
     } else {
       if (pf != nullptr) hwy::Prefetch(pf + (k >> 1) * pf_ld + (k & 1) * 16);

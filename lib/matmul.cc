@@ -47,7 +47,7 @@ constexpr size_t kInPlaceMaxK = 8192;
 
 // How a call (or a slab of its rows) is cut into work; see Gemm.
 struct GemmPlan {
-  bool decode, in_place, stream_next;
+  bool decode, in_place, stream_next, next_panel;
   size_t kc, n_panels, mc, m_chunks, group, cost;
 };
 
@@ -85,6 +85,15 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // ratios: M = 8, K = N = 4096 +5 %, two threads +5 %; M = 64, K = N = 1024
   // +1-2 %; M = 512 the same within noise).
   pl.stream_next = !pl.decode && (g.packed != nullptr || g.layout == TFK_LAYOUT_KN);
+  // Decoding tiles of packed weights (M = 2..kMaxMR; M = 1 reads four
+  // panels at once) read one panel front to back, one stream: where the
+  // call runs as one task they also prefetch the next panel, one row ahead
+  // of where they read, so two streams are in flight. One Zen 4 core,
+  // K = N = 4096, medians of per-round ratios over three runs: M = 8
+  // +2-5 %, M = 4 +6-22 %; AVX2's M = 3 and M = 8 at K = N = 1024 (in
+  // cache) the same within 2 %. Two tasks, already bound by memory, lost
+  // 5-13 % with it.
+  pl.next_panel = pl.decode && g.packed != nullptr && g.M > 1;  // and one task, below
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
   pl.n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
@@ -109,6 +118,7 @@ GemmPlan MakePlan(const GemmArgs& g) {
   const size_t rows = g.M < pl.mc ? g.M : pl.mc;
   const size_t flops_cost = rows * g.K * kNR / 4, bytes_cost = g.K * kNR * sizeof(float);
   pl.cost = flops_cost > bytes_cost ? flops_cost : bytes_cost;
+  pl.next_panel = pl.next_panel && detail::NumTasks(pl.m_chunks * pl.n_panels, pl.cost) <= 1;
   return pl;
 }
 
@@ -253,6 +263,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
             const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
             const float* pf = next != nullptr && (t + 1) * h <= next_kb ? next + t * h * next_ld
                                                                          : nullptr;
+            if (pl.next_panel && p + 1 < n_panels) pf = g.packed + (p + 1) * g.K * kNR;
             TileForRows(rows, decode)(kb, a, g.lda, bslice, ldk, wt, first, last,
                                       g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf,
                                       next_ld);
