@@ -20,7 +20,7 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~35, GELU-tanh ~24 and SiLU ~21. Each is one long
+// counts: GELU-erf takes ~34, GELU-tanh ~22 (AVX-512) and SiLU ~20. Each is one long
 // chain of dependent operations, so the row loops run several vectors at
 // once through the *N forms below.
 
@@ -78,14 +78,15 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 // forms are K = 1.
 #define TFK_FOR_EACH_K _Pragma("GCC unroll 8") for (size_t k = 0; k < K; ++k)
 
-// 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, 20], relative error
+// 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, kGeluErfMaxAbs], relative error
 // <= 12 u. erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 + z/2); q is a degree-9
 // fit of erfcx(z)/t on z in [0, 10] (tools/fit_erfcx.py: 2e-8 relative,
 // 2.6e-7 with float Horner). -z^2 = -a^2/2 is formed exactly as hi + lo with
 // an FMA and both parts go into the exponential, so its argument carries no
 // rounding, and the final product is rounded once.
-// Past a = 14.6 (z = 10.3) exp(-z^2) < 2^-150 and the result is 0 (the fit's
-// range ends at z = 10, where the result is already below 2^-143).
+// At a = kGeluErfMaxAbs (z = 10.18) exp(-z^2) t q < 2^-150 and the result
+// is 0 (the fit's range ends at z = 10, where the result is already below
+// 2^-143); -z^2 >= -103.7 there, so the exponential needs no clamp.
 // a[k] is replaced by the result.
 template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void HalfErfcScaledN(D d, V* a) {
@@ -110,7 +111,7 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
   }
   // -z^2 = a * (-a/2) = hi + lo exactly (-a/2 is exact); a becomes hi.
   TFK_FOR_EACH_K ExactProduct(d, a[k], hn::Mul(a[k], hn::Set(d, -0.5f)), a[k], lo[k]);
-  ExpNonPositiveTimes2Pow64N<true, K>(d, a, lo);
+  ExpNonPositiveTimes2Pow64N<true, K, /*kClamp=*/false>(d, a, lo);
   TFK_FOR_EACH_K a[k] = hn::Mul(a[k], hn::Mul(t[k], q[k]));
 }
 
@@ -140,36 +141,51 @@ HWY_INLINE V SigmoidOfNegative(D d, V es) {
   return hn::Div(es, hn::Add(hn::Set(d, kSigmoidScale), es));
 }
 
+// |x| past which GELU-erf's tail term rounds to 0 (0.5 erfc(14.4 / sqrt 2)
+// ~ 2.6e-47 < 2^-150) and -x^2/2 >= -103.7 stays within the exponential's
+// range, so it needs no clamp of its own (one operation of ~34).
+constexpr float kGeluErfMaxAbs = 14.4f;
+
 template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void GeluErfN(D d, V* x) {
   V ax[K], tail[K];
-  TFK_FOR_EACH_K ax[k] = tail[k] = ClampedAbs(d, x[k], 20.0f);
+  TFK_FOR_EACH_K ax[k] = tail[k] = ClampedAbs(d, x[k], kGeluErfMaxAbs);
   HalfErfcScaledN<K>(d, tail);
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], tail[k]);
 }
 
-// P(-|x|) = sigmoid(-2u(|x|)), 2u = 2 sqrt(2/pi) |x| (1 + 0.044715 x^2);
-// past |x| = 20 (2u = 603) e is 0.
+// P(-|x|) = sigmoid(-2u(|x|)), 2u = 2 sqrt(2/pi) |x| (1 + 0.044715 x^2),
+// formed as -2u = |x| (c1 + c2 x^2), c1 = -2 sqrt(2/pi), c2 = 0.044715 c1
+// (3 operations: 3 roundings, and the constants' own, of a value of size
+// |2u|; the form before, 4 operations, had 4).
+// |x| is clamped where e = exp(-2u) rounds to 0: with vscalefps (AVX-512)
+// at 10.9 (2u = 109.8, e < 2^-158), within the exponential's clamp at -110,
+// which is then left out; elsewhere at 20 (2u = 603), where the
+// exponential's clamp at -104 stays (at -104, e would still be 2^-150).
+constexpr float kGeluTanhMaxAbs = kHasScalef ? 10.9f : 20.0f;
+
 template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void GeluTanhN(D d, V* x) {
   V ax[K], e[K];
-  TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], 20.0f);
-  TFK_FOR_EACH_K e[k] = hn::MulAdd(hn::Mul(ax[k], ax[k]), hn::Set(d, 0.044715f), hn::Set(d, 1.0f));
-  TFK_FOR_EACH_K e[k] = hn::Mul(hn::Mul(ax[k], e[k]), hn::Set(d, -1.5957691216057308f));
-  ExpForSigmoidN<K>(d, e);
+  TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], kGeluTanhMaxAbs);
+  TFK_FOR_EACH_K e[k] = hn::MulAdd(hn::Mul(ax[k], ax[k]), hn::Set(d, -0.07135481627260025f),
+                                   hn::Set(d, -1.5957691216057308f));
+  TFK_FOR_EACH_K e[k] = hn::Mul(ax[k], e[k]);
+  ExpForSigmoidN<K, /*kClamp=*/!kHasScalef>(d, e);
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
 
 // SiLU(x) = x sigmoid(x); P(-|x|) = e / (1 + e) with e = exp(-|x|), exact
 // argument. Exp (3 u), 1 + e, the division and the FMA: <= 6 u relative,
-// plus (|x| + 4) 2^-149 where e is subnormal. Past |x| = 104 e is 0.
-// SiLU(-inf) = 0, SiLU(+inf) = +inf, NaN -> NaN.
+// plus (|x| + 4) 2^-149 where e is subnormal. Past |x| = 104 e is 0; the
+// clamp there keeps the exponential's argument within its own clamps, which
+// are left out. SiLU(-inf) = 0, SiLU(+inf) = +inf, NaN -> NaN.
 template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void SiluN(D d, V* x) {
   V ax[K], e[K];
   TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], 104.0f);
   TFK_FOR_EACH_K e[k] = hn::Neg(ax[k]);
-  ExpForSigmoidN<K>(d, e);
+  ExpForSigmoidN<K, /*kClamp=*/false>(d, e);
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
 

@@ -102,12 +102,16 @@ HWY_INLINE V Scalef(V p, V n) {
 // 12 operations with the shift, 11 with vscalefps (softmax [64, 2048] on
 // AVX-512 +4-5 %), against ~20 for Highway's general Exp, which also handles
 // a > 0.
-template <size_t K, class D, class V = hn::Vec<D>>
+// kClamp = false: the caller guarantees a >= the clamp (-110 with
+// vscalefps, else -88) or NaN, and saves the operation.
+template <size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpNonPositiveN(D d, V* a) {
   V t[K], r[K], n[K];
   const V lowest = hn::Set(d, kHasScalef ? -110.0f : -88.0f);
+  if (kClamp) {
 #pragma GCC unroll 8
-  for (size_t k = 0; k < K; ++k) a[k] = hn::Max(lowest, a[k]);
+    for (size_t k = 0; k < K; ++k) a[k] = hn::Max(lowest, a[k]);
+  }
   ExpReducedN<K>(d, a, hn::Set(d, 12582912.0f + 127.0f), t, r, n);
   ExpPolynomialN<K>(d, r, a);
   if constexpr (kHasScalef) {
@@ -145,11 +149,15 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
 // into constants, as GELU-erf does), which saves the separate 2^-64
 // multiplication and rounds the product once; ExpForSigmoidN's callers divide
 // by 2^64 + e 2^64 instead.
-template <bool kLow, size_t K, class D, class V = hn::Vec<D>>
+// kClamp = false: the caller guarantees a >= -104 or NaN (GELU-erf and SiLU
+// clamp |x| so that it holds), and saves the operation.
+template <bool kLow, size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
   V t[K], r[K], n[K];
+  if (kClamp) {
 #pragma GCC unroll 8
-  for (size_t k = 0; k < K; ++k) a[k] = hn::Max(a[k], hn::Set(d, -104.0f));
+    for (size_t k = 0; k < K; ++k) a[k] = hn::Max(a[k], hn::Set(d, -104.0f));
+  }
   ExpReducedN<K>(d, a, hn::Set(d, 12582912.0f + 191.0f), t, r, n);
   if (kLow) {
 #pragma GCC unroll 8
@@ -170,12 +178,13 @@ HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
 // ratios: AVX-512 +10 / +11 % (two threads +9 %), AVX2 +5 / +5 %, SSE4 +2 %.
 constexpr float kSigmoidScale = kHasScalef ? 1.0f : 0x1p64f;
 
-template <size_t K, class D, class V = hn::Vec<D>>
+// kClamp = false: the caller guarantees a >= -104 (both clamps) or NaN.
+template <size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpForSigmoidN(D d, V* a) {
   if constexpr (kHasScalef) {
-    ExpNonPositiveN<K>(d, a);
+    ExpNonPositiveN<K, kClamp>(d, a);
   } else {
-    ExpNonPositiveTimes2Pow64N<false, K>(d, a, static_cast<const V*>(nullptr));
+    ExpNonPositiveTimes2Pow64N<false, K, kClamp>(d, a, static_cast<const V*>(nullptr));
   }
 }
 
