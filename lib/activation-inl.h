@@ -20,9 +20,9 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~34, GELU-tanh ~22 (AVX-512) and SiLU ~20. Each is one long
-// chain of dependent operations, so the row loops run several vectors at
-// once through the *N forms below.
+// counts: GELU-erf takes ~32, GELU-tanh ~22 (AVX-512) and SiLU ~20. Each is
+// one long chain of dependent operations, so the row loops run several
+// vectors at once through the *N forms below.
 
 #if defined(TFK_LIB_ACTIVATION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TFK_LIB_ACTIVATION_INL_H_
@@ -78,35 +78,36 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 // forms are K = 1.
 #define TFK_FOR_EACH_K _Pragma("GCC unroll 8") for (size_t k = 0; k < K; ++k)
 
-// 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, kGeluErfMaxAbs], relative error
-// <= 12 u. erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 + z/2); q is a degree-9
-// fit of erfcx(z)/t on z in [0, 10] (tools/fit_erfcx.py: 2e-8 relative,
-// 2.6e-7 with float Horner). -z^2 = -a^2/2 is formed exactly as hi + lo with
-// an FMA and both parts go into the exponential, so its argument carries no
-// rounding, and the final product is rounded once.
-// At a = kGeluErfMaxAbs (z = 10.18) exp(-z^2) t q < 2^-150 and the result
-// is 0 (the fit's range ends at z = 10, where the result is already below
-// 2^-143); -z^2 >= -103.7 there, so the exponential needs no clamp.
+// 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, kGeluErfMaxAbs],
+// relative error <= 13 u. erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 +
+// z/2); q is a degree-8 fit of erfcx(z)/t on z in [0, 10.2]
+// (tools/fit_erfcx.py: 4.3e-8 relative, 2.9e-7 = 4.9 u with float Horner;
+// degree 9 gave 2.8e-7 with float Horner, for one FMA more, degree 7 1e-6).
+// -z^2 = -a^2/2 is formed exactly as hi + lo with an FMA and both parts go
+// into the exponential, so its argument carries no rounding, and the final
+// product is rounded once. At a = kGeluErfMaxAbs (z = 10.18) exp(-z^2) t q
+// < 2^-150 and the result is 0; -z^2 >= -103.7 there, so the exponential
+// needs no clamp.
 // a[k] is replaced by the result.
 template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void HalfErfcScaledN(D d, V* a) {
   // q 2^-65: the fit's coefficients times 0.5 and the 2^-64 that
   // ExpNonPositiveTimes2Pow64N leaves on its exponential (exact scalings).
   constexpr float kScale = 0x1p-65f;
-  static constexpr float kQ[10] = {
-      kScale * 0.012284058146178722f, kScale * -0.12325560301542282f,
-      kScale * 0.4289303719997406f,   kScale * -0.6700248718261719f,
-      kScale * 0.4212760627269745f,   kScale * -0.09831848740577698f,
-      kScale * 0.2255421131849289f,   kScale * 0.2386447936296463f,
-      kScale * 0.2828570306301117f,   kScale * 0.2820644974708557f};
+  static constexpr float kQ[9] = {
+      kScale * -0.059124626219272614f, kScale * 0.2848471403121948f,
+      kScale * -0.48776477575302124f,  kScale * 0.278715044260025f,
+      kScale * -0.027073223143815994f, kScale * 0.20287680625915527f,
+      kScale * 0.24305559694766998f,   kScale * 0.28238195180892944f,
+      kScale * 0.282086044549942f};
   V t[K], q[K], lo[K];
   // 1 + z/2 = 1 + a / (2 sqrt 2)
   TFK_FOR_EACH_K {
     t[k] = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(a[k], hn::Set(d, 0.35355339f), hn::Set(d, 1.0f)));
   }
   TFK_FOR_EACH_K q[k] = hn::Set(d, kQ[0]);
-#pragma GCC unroll 9
-  for (size_t c = 1; c < 10; ++c) {
+#pragma GCC unroll 8
+  for (size_t c = 1; c < 9; ++c) {
     TFK_FOR_EACH_K q[k] = hn::MulAdd(q[k], t[k], hn::Set(d, kQ[c]));
   }
   // -z^2 = a * (-a/2) = hi + lo exactly (-a/2 is exact); a becomes hi.

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Derives the polynomial of tfk's GELU-erf (lib/activation-inl.h, HalfErfcScaled).
 
-erfc(z) = exp(-z^2) * t * q(t) with t = 1 / (1 + z/2), z in [0, 10].
-q(t) = erfcx(z) / t is smooth on t in [1/6, 1]; it is fitted by a degree-9
+erfc(z) = exp(-z^2) * t * q(t) with t = 1 / (1 + z/2), z in [0, 10.2]
+(|x| <= 14.4, where GELU-erf clamps it). q(t) = erfcx(z) / t is smooth on
+t in [1/6.1, 1]; it is fitted by a degree-8
 polynomial with iteratively reweighted least squares on relative error, in
 high precision (mpmath), then checked with float32 Horner evaluation.
-Needs numpy and mpmath (pip). Prints the coefficients c0..c9 and the errors.
+Needs numpy and mpmath (pip). Prints the coefficients c0..c8 and the errors.
 """
 import mpmath as mp
 import numpy as np
 
 mp.mp.dps = 40
-P, DEG, ZMAX, N = 0.5, 9, 10.0, 4000
+P, DEG, ZMAX, N = 0.5, 8, 10.2, 4000
 
 
 def erfcx_over_t(z, t):
