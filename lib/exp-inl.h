@@ -28,30 +28,51 @@ namespace hn = hwy::HWY_NAMESPACE;
 // chains: in program order one after another, they left the FP ports idle.
 // Interleaved, K independent chains sit side by side (AVX2 here, softmax's
 // exponential pass over a row in L1: 9.3 -> 8.0 ns per vector with K = 4).
-template <size_t K, class D, class V = hn::Vec<D>>
+//
+// kNegHalf: the argument is -a/2 for a >= 0 (GELU-erf's -x^2/2, whose x^2
+// then needs no halving of its own), and r comes out as -2 r. Both scalings
+// are exact powers of two, folded into the constants (here and in
+// ExpPolynomialN's coefficients), so every rounding is the same and so are
+// the bits.
+template <size_t K, bool kNegHalf = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
+  constexpr float s = kNegHalf ? -0.5f : 1.0f;  // the argument is s a
 #pragma GCC unroll 8
-  for (size_t k = 0; k < K; ++k) t[k] = hn::MulAdd(a[k], hn::Set(d, 1.44269504f), magic);
+  for (size_t k = 0; k < K; ++k) t[k] = hn::MulAdd(a[k], hn::Set(d, s * 1.44269504f), magic);
 #pragma GCC unroll 8
   for (size_t k = 0; k < K; ++k) n[k] = hn::Sub(t[k], magic);
+  if (kNegHalf) {  // -2 r = a + 2 n ln2
 #pragma GCC unroll 8
-  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, 0.693359375f), a[k]);
+    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * 0.693359375f), a[k]);
 #pragma GCC unroll 8
-  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, -2.12194440e-4f), r[k]);
+    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * -2.12194440e-4f), r[k]);
+  } else {
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, 0.693359375f), a[k]);
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, -2.12194440e-4f), r[k]);
+  }
 }
 
-// p[k] = e^r[k].
-template <size_t K, class D, class V = hn::Vec<D>>
+// p[k] = e^r[k]; kNegHalf: e^(-r[k]/2) (see ExpReducedN), the coefficient of
+// degree j times (-1/2)^j, so each Horner step is the other's times a power
+// of two.
+template <size_t K, bool kNegHalf = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpPolynomialN(D d, const V* r, V* p) {
   static constexpr float kC[7] = {0.001383684342727065f, 0.008374815806746483f,
                                   0.04166822507977486f,  0.16666419804096222f,
                                   0.49999991059303284f,  1.0f, 1.0f};
+  // (-1/2)^(6 - c) for kC[c], the coefficient of degree 6 - c.
+  static constexpr float kScale[7] = {1.0f / 64, -1.0f / 32, 1.0f / 16, -1.0f / 8,
+                                      1.0f / 4,  -1.0f / 2,  1.0f};
 #pragma GCC unroll 8
-  for (size_t k = 0; k < K; ++k) p[k] = hn::Set(d, kC[0]);
+  for (size_t k = 0; k < K; ++k) p[k] = hn::Set(d, kNegHalf ? kC[0] * kScale[0] : kC[0]);
 #pragma GCC unroll 6
   for (size_t c = 1; c < 7; ++c) {
 #pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, kC[c]));
+    for (size_t k = 0; k < K; ++k) {
+      p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, kNegHalf ? kC[c] * kScale[c] : kC[c]));
+    }
   }
 }
 
@@ -151,19 +172,23 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
 // by 2^64 + e 2^64 instead.
 // kClamp = false: the caller guarantees a >= -104 or NaN (GELU-erf and SiLU
 // clamp |x| so that it holds), and saves the operation.
-template <bool kLow, size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
+// kNegHalf: the argument is -(a + a_lo)/2 for a >= 0 (see ExpReducedN;
+// needs kClamp = false).
+template <bool kLow, size_t K, bool kClamp = true, bool kNegHalf = false, class D,
+          class V = hn::Vec<D>>
 HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
+  static_assert(!(kNegHalf && kClamp), "the clamp is for a <= 0");
   V t[K], r[K], n[K];
   if (kClamp) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) a[k] = hn::Max(a[k], hn::Set(d, -104.0f));
   }
-  ExpReducedN<K>(d, a, hn::Set(d, 12582912.0f + 191.0f), t, r, n);
+  ExpReducedN<K, kNegHalf>(d, a, hn::Set(d, 12582912.0f + 191.0f), t, r, n);
   if (kLow) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::Add(r[k], a_lo[k]);
   }
-  ExpPolynomialN<K>(d, r, a);
+  ExpPolynomialN<K, kNegHalf>(d, r, a);
   TimesPow2FromBitsN<K>(d, t, a);
 }
 
