@@ -12,8 +12,9 @@
 // Error bounds with u = 2^-24 (derived in docs/numerics.md, asserted by
 // tests/activation_test.cc):
 //   GELU_erf:  16 u relative, plus (|x| + 4) 2^-149 absolute near underflow;
-//   GELU_tanh: (8 + 6 |2u|) u relative (the exp argument carries 5 roundings
-//              of a value of size |2u|), plus (|x| + 4) 2^-149 absolute;
+//   GELU_tanh: (8 + 6 |2u|) u relative (the exp argument carries about 4
+//              roundings of a value of size |2u|), plus (|x| + 4) 2^-149
+//              absolute;
 //   SiLU:      6 u relative, plus (|x| + 4) 2^-149 absolute.
 // Special values: f(+inf) = +inf, f(-inf) = +0, NaN -> NaN, both for huge
 // |x| and denormals.
@@ -173,8 +174,9 @@ HWY_INLINE void GeluErfN(D d, V* x) {
 
 // P(-|x|) = sigmoid(-2u(|x|)), 2u = 2 sqrt(2/pi) |x| (1 + 0.044715 x^2),
 // formed as -2u = |x| (c1 + c2 x^2), c1 = -2 sqrt(2/pi), c2 = 0.044715 c1
-// (3 operations: 3 roundings, and the constants' own, of a value of size
-// |2u|; the form before, 4 operations, had 4).
+// (3 operations: x^2, the MulAdd and the product with |x| round, and the
+// two constants carry their own, about 4 roundings of a value of size |2u|
+// in all; the form before, 4 operations, had about 5).
 // |x| is clamped where e = exp(-2u) rounds to 0: with vscalefps (AVX-512)
 // at 10.9 (2u = 109.8, e < 2^-158), within the exponential's clamp at -110,
 // which is then left out; elsewhere at 20 (2u = 603), where the

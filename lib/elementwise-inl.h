@@ -93,11 +93,12 @@ HWY_INLINE void PrefetchPerLine(D d, const float* p, size_t i) {
   if (i % kLineFloats < hn::Lanes(d)) hwy::Prefetch(p + i);
 }
 
-// The norms and softmax read a row from memory in their first pass only,
-// and prefetch the next row of their chunk (next) during two later passes
-// over the row of n floats: at element i, a line of half of it, next[0, n/2)
-// in the first of them (first = 0), next[n/2, n) in the second (first = n),
-// once per two lines of the pass. All in the last pass, the reads stopped
+// The norms and softmax read a row from memory in their first pass only
+// (the later ones find it in L1/L2), and prefetch the next row of their
+// chunk (next) during their last two passes over the row of n floats
+// (RMSNorm's are its only two): at element i, a line of half of it,
+// next[0, n/2) in the first of them (first = 0), next[n/2, n) in the second
+// (first = n), once per two lines of the pass. All in the last pass, the reads stopped
 // while the passes before it ran; all in the pass before the last, they
 // stopped while the last pass streamed its output (figures at the callers).
 template <class D>

@@ -87,8 +87,8 @@ GemmPlan MakePlan(const GemmArgs& g) {
   pl.stream_next = !pl.decode && (g.packed != nullptr || g.layout == TFK_LAYOUT_KN);
   // Decoding tiles of packed weights (M = 2..kMaxMR; M = 1 reads four
   // panels at once) read one panel front to back, one stream: where the
-  // call runs as one task they also prefetch the next panel, one row ahead
-  // of where they read, so two streams are in flight. One Zen 4 core,
+  // call runs as one task they also prefetch the next panel, a panel ahead
+  // (row k of panel p + 1 at step k), so two streams are in flight. One Zen 4 core,
   // K = N = 4096, medians of per-round ratios over three runs: M = 8
   // +2-5 %, M = 4 +6-22 %; AVX2's M = 3 and M = 8 at K = N = 1024 (in
   // cache) the same within 2 %. Two tasks, already bound by memory, lost

@@ -75,7 +75,7 @@ HWY_INLINE float RowExtreme(D d, const float* x, size_t n, bool negative) {
 // lines from memory before they are written). next: the row computed next
 // (null: none), prefetched during passes 2 and 3, its first half in pass 2
 // and its second half in pass 3, one line per two lines of x, so that its
-// reads go on while pass 3 writes (NextRowHalf).
+// reads go on while pass 3 writes (PrefetchNextRowHalf).
 template <bool kStream, class D>
 HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
                              float* tmp, const float* next) {
