@@ -122,10 +122,9 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
     // a second time (within the 2^-149 absolute term of the bound); a
     // shift and a multiplication become one vscalefps (one Zen 4 core,
     // 256 Ki floats: +9-10 %).
-    V bits[K], r[K], n[K];
-    ExpReducedN<K, /*kNegHalf=*/true>(d, a, hn::Set(d, 12582912.0f), bits, r, n);
-    TFK_FOR_EACH_K r[k] = hn::Add(r[k], lo[k]);
-    ExpPolynomialN<K, /*kNegHalf=*/true>(d, r, a);
+    V bits[K], n[K];
+    ExpReducedPolynomialN</*kLow=*/true, /*kNegHalf=*/true, K>(d, a, lo, hn::Set(d, 12582912.0f),
+                                                              bits, n);
     TFK_FOR_EACH_K a[k] = Scalef(hn::Mul(a[k], hn::Mul(t[k], q[k])), n[k]);
   } else {
     ExpNonPositiveTimes2Pow64N<true, K, /*kClamp=*/false, /*kNegHalf=*/true>(d, a, lo);

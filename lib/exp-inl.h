@@ -76,6 +76,21 @@ HWY_INLINE void ExpPolynomialN(D d, const V* r, V* p) {
   }
 }
 
+// The reduction and the polynomial, which every exponential here shares:
+// a[k] becomes p = e^r for the argument a[k] (+ a_lo[k] if kLow, added to
+// the reduced argument; the argument is -(a + a_lo)/2 if kNegHalf); t[k] and
+// n[k] are left as ExpReducedN leaves them, for the scaling by 2^n.
+template <bool kLow, bool kNegHalf, size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void ExpReducedPolynomialN(D d, V* a, const V* a_lo, V magic, V* t, V* n) {
+  V r[K];
+  ExpReducedN<K, kNegHalf>(d, a, magic, t, r, n);
+  if (kLow) {
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) r[k] = hn::Add(r[k], a_lo[k]);
+  }
+  ExpPolynomialN<K, kNegHalf>(d, r, a);
+}
+
 // p[k] *= 2^(n[k] + bias - 127) with t[k] from ExpReducedN: the shift puts
 // n + bias into an exponent field (n + bias >= 1 for a normal power).
 template <size_t K, class D, class V = hn::Vec<D>>
@@ -127,14 +142,14 @@ HWY_INLINE V Scalef(V p, V n) {
 // vscalefps, else -88) or NaN, and saves the operation.
 template <size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpNonPositiveN(D d, V* a) {
-  V t[K], r[K], n[K];
+  V t[K], n[K];
   const V lowest = hn::Set(d, kHasScalef ? -110.0f : -88.0f);
   if (kClamp) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) a[k] = hn::Max(lowest, a[k]);
   }
-  ExpReducedN<K>(d, a, hn::Set(d, 12582912.0f + 127.0f), t, r, n);
-  ExpPolynomialN<K>(d, r, a);
+  ExpReducedPolynomialN<false, false, K>(d, a, static_cast<const V*>(nullptr),
+                                         hn::Set(d, 12582912.0f + 127.0f), t, n);
   if constexpr (kHasScalef) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) a[k] = Scalef(a[k], n[k]);
@@ -178,17 +193,12 @@ template <bool kLow, size_t K, bool kClamp = true, bool kNegHalf = false, class 
           class V = hn::Vec<D>>
 HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
   static_assert(!(kNegHalf && kClamp), "the clamp is for a <= 0");
-  V t[K], r[K], n[K];
+  V t[K], n[K];
   if (kClamp) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) a[k] = hn::Max(a[k], hn::Set(d, -104.0f));
   }
-  ExpReducedN<K, kNegHalf>(d, a, hn::Set(d, 12582912.0f + 191.0f), t, r, n);
-  if (kLow) {
-#pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) r[k] = hn::Add(r[k], a_lo[k]);
-  }
-  ExpPolynomialN<K, kNegHalf>(d, r, a);
+  ExpReducedPolynomialN<kLow, kNegHalf, K>(d, a, a_lo, hn::Set(d, 12582912.0f + 191.0f), t, n);
   TimesPow2FromBitsN<K>(d, t, a);
 }
 

@@ -203,6 +203,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
       item += p1 - p0;
       const size_t m0 = chunk * mc;
       const size_t m1 = m0 + mc < g.M ? m0 + mc : g.M;
+      const RowTiles rt(m1 - m0);
       for (size_t k0 = 0; k0 < g.K; k0 += kc) {
         const size_t kb = g.K - k0 < kc ? g.K - k0 : kc;
         const bool first = k0 == 0, last = k0 + kb == g.K;
@@ -255,15 +256,18 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
           // Tile t prefetches rows [t h, (t + 1) h) of the next slice, h =
           // kb / 2 (one line a k-step), if they lie within it (an odd kb, on
           // the last k-block only, overlaps the next tile's share by a line).
+          // A decoding tile with next_panel asks for the next panel itself.
           const size_t h = kb / 2;
-          const RowTiles rt(m1 - m0);
           for (size_t t = 0; t < rt.n; ++t) {
             const size_t r = m0 + rt.Start(t), rows = rt.Rows(t);
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
             const float* a = kPackA ? ap + (r - m0) * kb : g.A + r * g.lda + k0;
-            const float* pf = next != nullptr && (t + 1) * h <= next_kb ? next + t * h * next_ld
-                                                                         : nullptr;
-            if (pl.next_panel && p + 1 < n_panels) pf = g.packed + (p + 1) * g.K * kNR;
+            const float* pf = nullptr;
+            if (pl.next_panel) {
+              if (p + 1 < n_panels) pf = g.packed + (p + 1) * g.K * kNR;
+            } else if (next != nullptr && (t + 1) * h <= next_kb) {
+              pf = next + t * h * next_ld;
+            }
             TileForRows(rows, decode)(kb, a, g.lda, bslice, ldk, wt, first, last,
                                       g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf,
                                       next_ld);
