@@ -23,6 +23,7 @@
 #endif
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "hwy/cache_control.h"
@@ -371,13 +372,35 @@ HWY_INLINE size_t TransposedRowSteps(D d, const float* const* rows, size_t kc, c
 // The scalar gather it replaces (two memory operations an element, with the
 // row pointers spilled) took 6 % of M = 512, K = N = 4096 on one AVX-512
 // core.
+// kStream (a piece the call's tasks share, PackedPiece): where t is 64-byte
+// aligned, the block's mr whole lines are arranged in an L1 staging buffer
+// and leave as streaming stores, so no line of the shared buffer is read
+// before it is written. Stored in place, each line, last read by both cores
+// in the previous call, had first to be taken from the other core: with two
+// threads packing cost ~3 ns an element against 0.5 on one (M = 64, K =
+// 4096, N = 1024: 10 % of the samples, and 6 % more in the other task
+// waiting for it). Streamed, the tiles read the piece back from memory, once
+// per core, while they stream B anyway: packing's share of the samples
+// fell to 4-5 %. Two Zen 4 cores, medians of per-round ratios over three
+// runs: M = 64, K = 4096, N = 1024 +3 to +20 % (unstreamed, it ran at ~157
+// or ~190 GFLOP/s from one process to the next; streamed, at 190), K =
+// 1024, N = 4096 +0-6 %. Where no other task reads the piece, it is not
+// streamed (GemmPlan::stream_a).
 constexpr size_t kMinTransposedRows = 8;
+template <bool kStream>
 HWY_INLINE void PackATileTransposed(const float* src, size_t lda, size_t mr, float* t, bool last) {
   const hn::ScalableTag<float> d;
   hn::Vec<decltype(d)> r[16];
 #pragma GCC unroll 16
   for (size_t i = 0; i < 16; ++i) r[i] = hn::LoadU(d, src + (i < mr ? i : mr - 1) * lda);
   TransposeSquare(d, r);
+  if (kStream && (reinterpret_cast<uintptr_t>(t) & 63) == 0) {
+    HWY_ALIGN float stage[16 * 16];  // step k's mr values at stage + k mr
+#pragma GCC unroll 16
+    for (size_t k = 0; k < 16; ++k) hn::StoreU(r[k], d, stage + k * mr);
+    for (size_t j = 0; j < mr; ++j) hn::Stream(hn::Load(d, stage + j * 16), d, t + j * 16);
+    return;
+  }
   // In order of k: each store's extra floats are overwritten by the next.
 #pragma GCC unroll 16
   for (size_t k = 0; k < 15; ++k) hn::StoreU(r[k], d, t + k * mr);
@@ -446,6 +469,9 @@ struct RowTiles {
 // read as mr sequential streams. Row outer (stores 56 bytes apart) took
 // 7.6 % of the samples of M = 512, K = N = 4096 on one AVX-512 core, k
 // outer 4.0 % (137 -> 142 GFLOP/s, medians of 9 alternating runs).
+// kStream: the transposed blocks are streamed (PackATileTransposed); the
+// caller fences before the piece is read.
+template <bool kStream = false>
 HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float* dst) {
   const RowTiles rt(rows);
   for (size_t tile = 0; tile < rt.n; ++tile) {
@@ -456,7 +482,9 @@ HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float*
 #if HWY_MAX_BYTES == 64
     static_assert(kMaxMR <= 16, "PackATileTransposed packs at most 16 rows");
     if (mr >= kMinTransposedRows) {
-      for (; k + 16 <= kc; k += 16) PackATileTransposed(src + k, lda, mr, t + k * mr, k + 16 == kc);
+      for (; k + 16 <= kc; k += 16) {
+        PackATileTransposed<kStream>(src + k, lda, mr, t + k * mr, k + 16 == kc);
+      }
     }
 #endif
     for (; k < kc; ++k) {
