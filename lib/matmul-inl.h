@@ -469,28 +469,32 @@ struct RowTiles {
 // read as mr sequential streams. Row outer (stores 56 bytes apart) took
 // 7.6 % of the samples of M = 512, K = N = 4096 on one AVX-512 core, k
 // outer 4.0 % (137 -> 142 GFLOP/s, medians of 9 alternating runs).
-// kStream: the transposed blocks are streamed (PackATileTransposed); the
-// caller fences before the piece is read.
-template <bool kStream = false>
-HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float* dst) {
-  const RowTiles rt(rows);
-  for (size_t tile = 0; tile < rt.n; ++tile) {
-    const size_t r = rt.Start(tile), mr = rt.Rows(tile);
-    float* t = dst + r * kc;
-    const float* src = a + r * lda;
-    size_t k = 0;
+// PackATile packs one tile (`tile` of rt); kStream: its transposed blocks
+// are streamed (PackATileTransposed), and the caller fences before the tile
+// is read.
+template <bool kStream>
+HWY_INLINE void PackATile(const float* a, size_t lda, const RowTiles& rt, size_t tile, size_t kc,
+                          float* dst) {
+  const size_t r = rt.Start(tile), mr = rt.Rows(tile);
+  float* t = dst + r * kc;
+  const float* src = a + r * lda;
+  size_t k = 0;
 #if HWY_MAX_BYTES == 64
-    static_assert(kMaxMR <= 16, "PackATileTransposed packs at most 16 rows");
-    if (mr >= kMinTransposedRows) {
-      for (; k + 16 <= kc; k += 16) {
-        PackATileTransposed<kStream>(src + k, lda, mr, t + k * mr, k + 16 == kc);
-      }
-    }
-#endif
-    for (; k < kc; ++k) {
-      for (size_t i = 0; i < mr; ++i) t[k * mr + i] = src[i * lda + k];
+  static_assert(kMaxMR <= 16, "PackATileTransposed packs at most 16 rows");
+  if (mr >= kMinTransposedRows) {
+    for (; k + 16 <= kc; k += 16) {
+      PackATileTransposed<kStream>(src + k, lda, mr, t + k * mr, k + 16 == kc);
     }
   }
+#endif
+  for (; k < kc; ++k) {
+    for (size_t i = 0; i < mr; ++i) t[k * mr + i] = src[i * lda + k];
+  }
+}
+
+HWY_INLINE void PackA(const float* a, size_t lda, size_t rows, size_t kc, float* dst) {
+  const RowTiles rt(rows);
+  for (size_t tile = 0; tile < rt.n; ++tile) PackATile<false>(a, lda, rt, tile, kc, dst);
 }
 
 // Packs columns [32 p, 32 p + 32) and rows [k0, k0 + kc) of B into dst
