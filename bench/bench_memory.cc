@@ -100,6 +100,7 @@ const bool kRegistered = [] {
   RegisterCopy(size_t{64} << 20);   // 256 MiB: the softmax [32*2048, 2048] bytes
   RegisterCopy(size_t{16} << 20);   // 64 MiB: activations 16M, LayerNorm [2048,4096] is 8M
   RegisterCopy(size_t{8} << 20);
+  RegisterCopy(size_t{512} << 10);  // LayerNorm [512, 1024]: 4 MiB moved, from L3
   RegisterCopy(size_t{256} << 10);  // L2-resident
   RegisterRmw(size_t{2} << 20);     // RoPE [512, 32, 128] in place
   // Reads of the weight sizes of decoding matmuls (4, 16, 64, 256 MiB).
