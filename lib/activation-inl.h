@@ -21,9 +21,10 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~32, GELU-tanh ~22 (AVX-512) and SiLU ~20. Each is
-// one long chain of dependent operations, so the row loops run several
-// vectors at once through the *N forms below.
+// counts: GELU-erf takes ~32, GELU-tanh ~22 (AVX-512) and SiLU ~20 (on
+// AVX-512 the exponential's table takes 2 of them off the FMA pipes,
+// kTableExp). Each is one long chain of dependent operations, so the row
+// loops run several vectors at once through the *N forms below.
 
 #if defined(TFK_LIB_ACTIVATION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TFK_LIB_ACTIVATION_INL_H_
@@ -123,8 +124,8 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
     // shift and a multiplication become one vscalefps (one Zen 4 core,
     // 256 Ki floats: +9-10 %).
     V bits[K], n[K];
-    ExpReducedPolynomialN</*kLow=*/true, /*kNegHalf=*/true, K>(d, a, lo, hn::Set(d, 12582912.0f),
-                                                              bits, n);
+    ExpReducedPolynomialN</*kLow=*/true, /*kNegHalf=*/true, K>(
+        d, a, lo, hn::Set(d, kTableExpMagic), bits, n);
     TFK_FOR_EACH_K a[k] = Scalef(hn::Mul(a[k], hn::Mul(t[k], q[k])), n[k]);
   } else {
     ExpNonPositiveTimes2Pow64N<true, K, /*kClamp=*/false, /*kNegHalf=*/true>(d, a, lo);

@@ -20,7 +20,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // in the low mantissa bits of t, which a shift turns into 2^(n + bias - 127)),
 // r = a - n ln 2 in two Cody-Waite steps (ln 2 = C1 + C2, C1 with 9 bits so
 // n*C1 is exact), and a degree-6 polynomial for e^r on |r| <= ln2/2 (fitted
-// on relative error: 1.9e-9, 1.7 u in float Horner).
+// on relative error: 1.9e-9, 1.7 u in float Horner). AVX-512 rounds to
+// sixteenths instead and takes 2^(j/16) from a table (kTableExp, below).
 //
 // The *N forms work on K vectors at once, each step applied to all K before
 // the next. One exponential is a chain of ~12 dependent operations (~60
@@ -76,37 +77,12 @@ HWY_INLINE void ExpPolynomialN(D d, const V* r, V* p) {
   }
 }
 
-// The reduction and the polynomial, which every exponential here shares:
-// a[k] becomes p = e^r for the argument a[k] (+ a_lo[k] if kLow, added to
-// the reduced argument; the argument is -(a + a_lo)/2 if kNegHalf); t[k] and
-// n[k] are left as ExpReducedN leaves them, for the scaling by 2^n.
-template <bool kLow, bool kNegHalf, size_t K, class D, class V = hn::Vec<D>>
-HWY_INLINE void ExpReducedPolynomialN(D d, V* a, const V* a_lo, V magic, V* t, V* n) {
-  V r[K];
-  ExpReducedN<K, kNegHalf>(d, a, magic, t, r, n);
-  if (kLow) {
-#pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) r[k] = hn::Add(r[k], a_lo[k]);
-  }
-  ExpPolynomialN<K, kNegHalf>(d, r, a);
-}
-
-// p[k] *= 2^(n[k] + bias - 127) with t[k] from ExpReducedN: the shift puts
-// n + bias into an exponent field (n + bias >= 1 for a normal power).
-template <size_t K, class D, class V = hn::Vec<D>>
-HWY_INLINE void TimesPow2FromBitsN(D d, const V* t, V* p) {
-  const hn::RebindToSigned<D> di;
-#pragma GCC unroll 8
-  for (size_t k = 0; k < K; ++k) {
-    p[k] = hn::Mul(p[k], hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t[k]))));
-  }
-}
-
 // AVX-512 multiplies by a power of two in one instruction, vscalefps (p 2^n
-// for integral n, rounded once, to a subnormal where the product is one),
-// where the other targets shift n's bits into an exponent and multiply.
-// Highway 1.0.3 has no op for it, hence the intrinsics on the vector's raw
-// register (full, half or quarter width; AVX-512VL for the narrower ones).
+// for integral n, rounded once, to a subnormal where the product is one;
+// for fractional n it takes floor(n)), where the other targets shift n's
+// bits into an exponent and multiply. Highway 1.0.3 has no op for it, hence
+// the intrinsics on the vector's raw register (full, half or quarter width;
+// AVX-512VL for the narrower ones).
 constexpr bool kHasScalef = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3;
 
 template <class V>
@@ -125,19 +101,110 @@ HWY_INLINE V Scalef(V p, V n) {
 #endif
 }
 
+// AVX-512 (kTableExp) reduces further, with a table of 16 floats that one
+// register holds and vpermps looks up in one instruction (a shuffle pipe,
+// not an FMA one): t = a / ln2 + 1.5 2^19 rounds a / ln2 to sixteenths (t
+// lies in [2^19, 2^20), whose ulp is 1/16), n = t - 1.5 2^19 = m/16 and
+// e^a = 2^floor(n) 2^((m mod 16)/16) e^r with r = a - n ln2, |r| <= ln2/32.
+// The low 4 mantissa bits of t are m mod 16, the index vpermps reads; e^r - 1
+// = r (1 + r (c2 + r c3)) (fitted on relative error: 1.6e-9), joined to the
+// table value T by one FMA, T (e^r - 1) + T; vscalefps takes floor(n). Two
+// FMAs fewer than the degree-6 polynomial, for the lookup (one Zen 4 core,
+// medians of per-round ratios: softmax [64, 2048] +11-12 %, [2048, 32000]
+// +2-3 %; GELU-tanh / SiLU 256 Ki floats +12 %, GELU-erf +4 %; causal
+// attention prefill +5 %). Relative error <= 2.1 u: T's rounding 1 u, the
+// FMA's 1 u, the polynomial and r's rounding < 0.1 u (1.80 u seen over 60 Mi
+// random arguments in [-103, 0] against double). n m/16 C1 is still exact (m
+// has at most 12 bits here).
+constexpr bool kTableExp = kHasScalef;
+constexpr float kTableExpMagic = 786432.0f;  // 1.5 * 2^19
+
+// T = 2^((m mod 16)/16) from the t of ExpReducedN with kTableExpMagic.
+template <class V>
+HWY_INLINE V Exp2Sixteenths(V t) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // 2^(j/16) for j = 0..15, rounded to float.
+  alignas(64) static constexpr float kT[16] = {
+      1.0f,          1.0442737341f, 1.0905077457f, 1.1387885809f,
+      1.1892070770f, 1.2418577671f, 1.2968395948f, 1.3542555571f,
+      1.4142135382f, 1.4768261909f, 1.5422108173f, 1.6104903221f,
+      1.6817928553f, 1.7562521696f, 1.8340080976f, 1.9152065516f};
+  const __m512 table = _mm512_load_ps(kT);
+  // Narrower vectors (a row's head or tail, short rows) look up in the
+  // lower lanes of a full one, so every width gives the same bits.
+  if constexpr (sizeof(V) == 64) {
+    return V{_mm512_permutexvar_ps(_mm512_castps_si512(t.raw), table)};
+  } else if constexpr (sizeof(V) == 32) {
+    const __m512i idx = _mm512_castsi256_si512(_mm256_castps_si256(t.raw));
+    return V{_mm512_castps512_ps256(_mm512_permutexvar_ps(idx, table))};
+  } else {
+    const __m512i idx = _mm512_castsi128_si512(_mm_castps_si128(t.raw));
+    return V{_mm512_castps512_ps128(_mm512_permutexvar_ps(idx, table))};
+  }
+#else
+  return t;  // not reached: callers check kTableExp
+#endif
+}
+
+// The reduction and the polynomial, which every exponential here shares:
+// a[k] becomes p = e^r for the argument a[k] (+ a_lo[k] if kLow, added to
+// the reduced argument; the argument is -(a + a_lo)/2 if kNegHalf); t[k] and
+// n[k] are left as ExpReducedN leaves them, for the scaling by 2^n.
+// magic: 1.5 2^23 plus the bias the caller's scaling wants. With kTableExp
+// (whatever the magic): p = T e^r and n = m/16, for vscalefps.
+template <bool kLow, bool kNegHalf, size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void ExpReducedPolynomialN(D d, V* a, const V* a_lo, V magic, V* t, V* n) {
+  V r[K];
+  ExpReducedN<K, kNegHalf>(d, a, kTableExp ? hn::Set(d, kTableExpMagic) : magic, t, r, n);
+  if (kLow) {
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) r[k] = hn::Add(r[k], a_lo[k]);
+  }
+  if constexpr (kTableExp) {
+    // kNegHalf: r is -2 r (ExpReducedN), the coefficient of degree j times
+    // (-1/2)^j.
+    constexpr float c1 = kNegHalf ? -0.5f : 1.0f;
+    constexpr float c2 = (kNegHalf ? 0.25f : 1.0f) * 0.50001615f;
+    constexpr float c3 = (kNegHalf ? -0.125f : 1.0f) * 0.16666807f;
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) {
+      const V e_r_minus_1 =
+          hn::Mul(hn::MulAdd(hn::MulAdd(hn::Set(d, c3), r[k], hn::Set(d, c2)), r[k],
+                             hn::Set(d, c1)),
+                  r[k]);
+      const V table = Exp2Sixteenths(t[k]);
+      a[k] = hn::MulAdd(table, e_r_minus_1, table);
+    }
+  } else {
+    ExpPolynomialN<K, kNegHalf>(d, r, a);
+  }
+}
+
+// p[k] *= 2^(n[k] + bias - 127) with t[k] from ExpReducedN: the shift puts
+// n + bias into an exponent field (n + bias >= 1 for a normal power).
+template <size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void TimesPow2FromBitsN(D d, const V* t, V* p) {
+  const hn::RebindToSigned<D> di;
+#pragma GCC unroll 8
+  for (size_t k = 0; k < K; ++k) {
+    p[k] = hn::Mul(p[k], hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t[k]))));
+  }
+}
+
 // exp(a[k]) for K vectors a = x - max <= 0 (softmax, attention), in place,
-// bias 127. Relative error <= 3 u. The clamp keeps NaN (x86's max returns
-// its second operand when one is NaN; tfk's targets are x86 only) and sends
-// -inf to 0:
+// bias 127. Relative error <= 3 u (AVX-512's table form 2.1 u). The clamp
+// keeps NaN (x86's max returns its second operand when one is NaN; tfk's
+// targets are x86 only) and sends -inf to 0:
 //  - shifted bits: a is clamped at -88, where n = -127 and the bits give +0:
 //    results below 2^-126.5 (a < -87.68) are 0, and those between it and
 //    2^-126 come out subnormal, within 2^-150; against a sum >= 1 both are
 //    below float resolution;
-//  - vscalefps (AVX-512): a is clamped at -110, where n = -159 and p 2^n
-//    rounds to 0; subnormal results are rounded once (within 2^-150).
-// 12 operations with the shift, 11 with vscalefps (softmax [64, 2048] on
-// AVX-512 +4-5 %), against ~20 for Highway's general Exp, which also handles
-// a > 0.
+//  - vscalefps (AVX-512): a is clamped at -110, where floor(n) = -159 and
+//    p 2^n rounds to 0; subnormal results are rounded once (within 2^-150).
+// 12 operations with the shift; on AVX-512 11, 8 of them on the FMA pipes
+// (vscalefps against the shift: softmax [64, 2048] +4-5 %; the table
+// against the degree-6 polynomial, above), against ~20 for Highway's
+// general Exp, which also handles a > 0.
 // kClamp = false: the caller guarantees a >= the clamp (-110 with
 // vscalefps, else -88) or NaN, and saves the operation.
 template <size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
