@@ -101,9 +101,24 @@ HWY_INLINE void PrefetchPerLine(D d, const float* p, size_t i) {
 // (first = n), once per two lines of the pass. All in the last pass, the reads stopped
 // while the passes before it ran; all in the pass before the last, they
 // stopped while the last pass streamed its output (figures at the callers).
-template <class D>
+// kToL2: into L2 only (prefetcht1), for the inputs far larger than the
+// last-level cache (the calls whose outputs are streamed), which come from
+// memory; into L1 their reads were slower (one Zen 4 core, medians of
+// per-round ratios over two runs, L2 against L1: softmax [2048, 32000]
+// +6-9 %, two threads +4-7 %; [65536, 2048] +10 % / +12 %; LayerNorm
+// [2048, 4096] +7-15 % / +2-16 %), while rows found in cache lost 1-3 %
+// with it (softmax [64, 2048], LayerNorm [512, 1024]).
+template <bool kToL2 = false, class D>
 HWY_INLINE void PrefetchNextRowHalf(D d, const float* next, size_t first, size_t i) {
-  if (i % (2 * kLineFloats) < hn::Lanes(d)) hwy::Prefetch(next + (first + i) / 2);
+  if (i % (2 * kLineFloats) >= hn::Lanes(d)) return;
+  const float* line = next + (first + i) / 2;
+#if HWY_ARCH_X86
+  if (kToL2) {
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+    return;
+  }
+#endif
+  hwy::Prefetch(line);
 }
 
 // Prefetches the line kPrefetchAhead floats past p[i] if it lies within

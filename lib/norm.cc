@@ -44,8 +44,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // deterministic. The last vector may overlap the previous ones: the lanes
 // already summed are zeroed.
 // next (may be null): the first half of the row handled next is prefetched
-// (PrefetchNextRowHalf).
-template <bool kSquare, class D, class F>
+// (PrefetchNextRowHalf; kToL2 as there).
+template <bool kSquare, bool kToL2 = false, class D, class F>
 HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f, const float* next = nullptr) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
@@ -55,7 +55,7 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f, const float* 
   for (; i + 4 * N <= n; i += 4 * N) {
     if (next != nullptr) {
 #pragma GCC unroll 4
-      for (size_t k = 0; k < 4; ++k) PrefetchNextRowHalf(d, next, 0, i + k * N);
+      for (size_t k = 0; k < 4; ++k) PrefetchNextRowHalf<kToL2>(d, next, 0, i + k * N);
     }
     s0 = acc(s0, f(hn::LoadU(d, x + i)));
     s1 = acc(s1, f(hn::LoadU(d, x + i + N)));
@@ -63,7 +63,7 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f, const float* 
     s3 = acc(s3, f(hn::LoadU(d, x + i + 3 * N)));
   }
   for (; i + N <= n; i += N) {
-    if (next != nullptr) PrefetchNextRowHalf(d, next, 0, i);
+    if (next != nullptr) PrefetchNextRowHalf<kToL2>(d, next, 0, i);
     s0 = acc(s0, f(hn::LoadU(d, x + i)));
   }
   if (i != n) {
@@ -92,7 +92,7 @@ template <bool kStream, class D>
 HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, float shift,
                           float mul, const float* gamma, const float* beta, const float* next) {
   const auto one = [&](auto dd, size_t k) HWY_ATTR {
-    if (next != nullptr) PrefetchNextRowHalf(dd, next, n, k);
+    if (next != nullptr) PrefetchNextRowHalf<kStream>(dd, next, n, k);
     using V = hn::Vec<decltype(dd)>;
     const V vmul = hn::Set(dd, mul);
     const V s = gamma ? hn::Mul(hn::LoadU(dd, gamma + k), vmul) : vmul;
@@ -119,7 +119,7 @@ HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const flo
       SumRow<false>(d, x, n, [&](V v) HWY_ATTR { return hn::Sub(v, vp); }) /
       static_cast<float>(n);
   const V vm_lo = hn::Set(d, m_lo);
-  const float sq = SumRow<true>(
+  const float sq = SumRow</*kSquare=*/true, /*kToL2=*/kStream>(
       d, x, n, [&](V v) HWY_ATTR { return hn::Sub(hn::Sub(v, vp), vm_lo); }, next);
   const float var = sq / static_cast<float>(n);
   if (!(isfinite(m_lo) && isfinite(var) && var + eps >= kMinStatistic) && RowIsFinite(x, n)) {
@@ -132,7 +132,8 @@ template <bool kStream, class D>
 HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float* gamma,
                             float eps, const float* next) {
   using V = hn::Vec<D>;
-  const float sq = SumRow<true>(d, x, n, [](V v) HWY_ATTR { return v; }, next);
+  const float sq =
+      SumRow</*kSquare=*/true, /*kToL2=*/kStream>(d, x, n, [](V v) HWY_ATTR { return v; }, next);
   const float ms = sq / static_cast<float>(n);
   if (!(isfinite(ms) && ms + eps >= kMinStatistic) && RowIsFinite(x, n)) {
     return RmsNormRowF64(x, y, n, gamma, eps);

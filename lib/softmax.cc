@@ -122,7 +122,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     V e[kK];
 #pragma GCC unroll 4
     for (size_t k = 0; k < kK; ++k) {
-      if (next != nullptr) PrefetchNextRowHalf(d, next, 0, i + k * N);
+      if (next != nullptr) PrefetchNextRowHalf<kStream>(d, next, 0, i + k * N);
       e[k] = hn::MulSub(hn::LoadU(d, x + i + k * N), vscale, vm);
     }
     ExpNonPositiveN<kK>(d, e);
@@ -132,7 +132,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     s1 = hn::Add(hn::Add(s1, e[1]), e[3]);
   }
   for (size_t k = 0; i < n_full; i += N, ++k) {
-    if (next != nullptr) PrefetchNextRowHalf(d, next, 0, i);
+    if (next != nullptr) PrefetchNextRowHalf<kStream>(d, next, 0, i);
     const V e = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
     hn::StoreU(e, d, tmp + i);
     if (k % 2 == 0) {
@@ -151,7 +151,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const float inv = 1.0f / sum;
   if (kStream) {
     const auto one = [&](auto dd, size_t j) HWY_ATTR {
-      if (next != nullptr) PrefetchNextRowHalf(dd, next, n, j);
+      if (next != nullptr) PrefetchNextRowHalf<kStream>(dd, next, n, j);
       return hn::Mul(hn::LoadU(dd, tmp + j), hn::Set(dd, inv));
     };
     WriteRow<true>(d, y, n, one, StreamStalls(y, tmp));
@@ -159,7 +159,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   }
   const V vinv = hn::Set(d, inv);
   for (i = 0; i < n_full; i += N) {
-    if (next != nullptr) PrefetchNextRowHalf(d, next, n, i);
+    if (next != nullptr) PrefetchNextRowHalf<kStream>(d, next, n, i);
     hn::StoreU(hn::Mul(hn::LoadU(d, tmp + i), vinv), d, y + i);
   }
   if (i != n) hn::StoreU(hn::Mul(last, vinv), d, y + n - N);
