@@ -93,6 +93,21 @@ HWY_INLINE void PrefetchPerLine(D d, const float* p, size_t i) {
   if (i % kLineFloats < hn::Lanes(d)) hwy::Prefetch(p + i);
 }
 
+// Prefetches the line holding p into L2 but not L1 (x86's prefetcht1;
+// elsewhere Highway's prefetch). For streams from memory asked for far
+// ahead, where prefetched into L1 the same lines arrived slower (figures at
+// the callers: the next row of softmax and the norms where their inputs are
+// far larger than the cache, PrefetchNextRowHalf; the decoding matmul tile).
+// Here, compiled for each target: as an inline function outside the
+// targets' attributes, GCC 12 emitted other prefetches for it.
+HWY_INLINE void PrefetchToL2(const void* p) {
+#if HWY_ARCH_X86
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+#else
+  hwy::Prefetch(p);
+#endif
+}
+
 // The norms and softmax read a row from memory in their first pass only
 // (the later ones find it in L1/L2), and prefetch the next row of their
 // chunk (next) during their last two passes over the row of n floats
@@ -112,13 +127,11 @@ template <bool kToL2 = false, class D>
 HWY_INLINE void PrefetchNextRowHalf(D d, const float* next, size_t first, size_t i) {
   if (i % (2 * kLineFloats) >= hn::Lanes(d)) return;
   const float* line = next + (first + i) / 2;
-#if HWY_ARCH_X86
   if (kToL2) {
-    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
-    return;
+    PrefetchToL2(line);
+  } else {
+    hwy::Prefetch(line);
   }
-#endif
-  hwy::Prefetch(line);
 }
 
 // Prefetches the line kPrefetchAhead floats past p[i] if it lies within

@@ -29,6 +29,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/activation-inl.h"
+#include "lib/elementwise-inl.h"
 #include "lib/matmul.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -123,6 +124,11 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // 32 k-steps (4 KiB): M = 8, K = N = 4096 +16 %, M = 4 +5 %; 48 k-steps +4 %;
 // AVX2's M = 3 +8 %; two threads the same within noise. (4 KiB had been
 // chosen on a Xeon, where 64 to 256 measured the same within its noise.)
+// Both its streams go into L2 only (PrefetchToL2): against L1, one
+// Zen 4 core, K = N = 4096, medians of per-round ratios: M = 8 / 4 / 2
+// +19-25 / +18 / +26 %, M = 14 +7 %, AVX2's M = 3 +48 %; two threads M = 8
+// / 4 +10-22 / +17 %, M = 2 +3 %; in cache (K = N = 1024) the same within
+// 3 %. (128 k-steps ahead into L2: -7 to +11 %.)
 constexpr size_t kDecodePrefetchSteps = 64;
 // The next tile's parked partial sums (w + kMR * 32: tiles of a panel, and
 // the panels of a group, lie one after another in W) are prefetched during
@@ -163,12 +169,12 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
       // kDecodePrefetchSteps k-steps ahead, beyond what the out-of-order
       // window reaches when a k-step carries many FMAs (within the slice).
       if (k + kDecodePrefetchSteps < kc) {
-        hwy::Prefetch(bk + kDecodePrefetchSteps * ldk);
-        hwy::Prefetch(bk + kDecodePrefetchSteps * ldk + 16);
+        PrefetchToL2(bk + kDecodePrefetchSteps * ldk);
+        PrefetchToL2(bk + kDecodePrefetchSteps * ldk + 16);
       }
       if (pf != nullptr) {  // the next panel, as a second stream
-        hwy::Prefetch(pf + k * pf_ld);
-        hwy::Prefetch(pf + k * pf_ld + 16);
+        PrefetchToL2(pf + k * pf_ld);
+        PrefetchToL2(pf + k * pf_ld + 16);
       }
     } else {
       if (pf != nullptr) hwy::Prefetch(pf + (k >> 1) * pf_ld + (k & 1) * 16);
