@@ -177,7 +177,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
         PrefetchToL2(pf + k * pf_ld + 16);
       }
     } else {
-      if (pf != nullptr) hwy::Prefetch(pf + (k >> 1) * pf_ld + (k & 1) * 16);
+      if (pf != nullptr) PrefetchToL2(pf + (k >> 1) * pf_ld + (k & 1) * 16);
       if (kPrefetchNextW && !first && k < 2 * kMR) hwy::Prefetch(w + kMR * kNR + k * 16);
     }
     if (kNV <= 2) {

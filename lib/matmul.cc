@@ -84,7 +84,11 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // rows ldb floats apart, two lines each, and the copy's loads found them
   // in memory or L3 (one Zen 4 core, tfk_matmul, medians of per-round
   // ratios: M = 8, K = N = 4096 +5 %, two threads +5 %; M = 64, K = N = 1024
-  // +1-2 %; M = 512 the same within noise).
+  // +1-2 %; M = 512 the same within noise). The lines go into L2 only
+  // (PrefetchToL2): against L1, K = N = 4096, one Zen 4 core, M = 16 / 32
+  // +23 / +6 % (two threads M = 16 +13 %), AVX2's M = 8 / 64 +68 / +10 %
+  // (two threads M = 8 +41 %); M >= 64 on AVX-512, and M = 512 in cache
+  // (K or N = 1024), the same within 1-2 %.
   pl.stream_next = !pl.decode && (g.packed != nullptr || g.layout == TFK_LAYOUT_KN);
   // Decoding tiles of packed weights (M = 2..kMaxMR; M = 1 reads four
   // panels at once) read one panel front to back, one stream: where the
