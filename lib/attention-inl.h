@@ -25,6 +25,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/attention.h"
+#include "lib/elementwise-inl.h"
 #include "lib/exp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -226,16 +227,33 @@ HWY_INLINE void OnlineSoftmaxBlock(size_t nj, float* st, float* m, float* l, flo
 // keys: 18.4-24.0 against 15.7-23.5 GB/s), so calls that fit keep one
 // stream. Steps of several queries (GQA) keep adjacent keys: quartered, GQA
 // 32/8 lost up to 17 %.
+// K and V from memory (spread: past half the last-level cache) are asked for
+// into L2 only (to_l2, PrefetchToL2), where L1 had been slower: one Zen 4
+// core, 1 token x 32 heads on 8 KV heads (GQA steps, which prefetch), fp32 /
+// bf16, medians of per-round ratios: 8192 tokens +60-78 / +20-43 % (two
+// threads +48 / +14 %), 2048 tokens fp32 +30 %. In cache (512 tokens) L1
+// stays: L2 lost 4 % there. One-query steps keep L1: on Zen 4 they leave memory to
+// the hardware prefetchers (detail::DecodeSpreadPrefetch; prefetching into
+// L2 there gained 6 % fp32 but lost 10 % bf16), and where they prefetch,
+// into L1 is what was measured.
+// Lines [p, p + bytes), 64 bytes apart.
+HWY_INLINE void PrefetchLines(const char* p, size_t bytes, bool to_l2) {
+  if (to_l2) {
+    for (size_t off = 0; off < bytes; off += 64) PrefetchToL2(p + off);
+  } else {
+    for (size_t off = 0; off < bytes; off += 64) hwy::Prefetch(p + off);
+  }
+}
+
 template <class T>
-HWY_INLINE void PrefetchRow(const T* row, size_t n) {
-  const char* p = reinterpret_cast<const char*>(row);
-  for (size_t off = 0; off < n * sizeof(T); off += 64) hwy::Prefetch(p + off);
+HWY_INLINE void PrefetchRow(const T* row, size_t n, bool to_l2 = false) {
+  PrefetchLines(reinterpret_cast<const char*>(row), n * sizeof(T), to_l2);
 }
 
 template <class T>
 HWY_INLINE void PrefetchKeyAhead(const T* k, size_t ld_k, size_t j, size_t avail, size_t n,
-                                 size_t dist) {
-  if (dist != 0 && j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n);
+                                 size_t dist, bool to_l2) {
+  if (dist != 0 && j + dist < avail) PrefetchRow(k + (j + dist) * ld_k, n, to_l2);
 }
 
 // The value pass's requests for the next block's V rows, spread over its
@@ -252,6 +270,7 @@ struct NextRows {
   size_t first_step = 0;        // back to back: the current window's first row step
   size_t shift = 0;             // back to back: asked for as 1 << shift streams
   size_t part = 0;              // of `part` bytes each
+  bool to_l2 = false;           // from memory: into L2 only (PrefetchLines)
 };
 
 // out[0:4] = the lane sums of (the whole vectors) v[0:4] after SumsOf4
@@ -425,17 +444,17 @@ HWY_INLINE void DotRows(size_t nk, const float* q, size_t ld_q, const T* k, size
   if (kQ == 1 && spread) {
     const size_t gap = nk / kK;
     for (size_t j = 0; j < gap; ++j) {
-      for (size_t t = 0; t < kK; ++t) PrefetchKeyAhead(k, ld, j + t * gap, avail, n, dist);
+      for (size_t t = 0; t < kK; ++t) PrefetchKeyAhead(k, ld, j + t * gap, avail, n, dist, false);
       DotStep<kQ, kK>(j, gap, q, ld_q, k, ld, n, s, ld_s);
     }
   } else {
     for (size_t j = 0; j + kK <= nk; j += kK) {
-      for (size_t t = j; t < j + kK; ++t) PrefetchKeyAhead(k, ld, t, avail, n, dist);
+      for (size_t t = j; t < j + kK; ++t) PrefetchKeyAhead(k, ld, t, avail, n, dist, spread);
       DotStep<kQ, kK>(j, 1, q, ld_q, k, ld, n, s, ld_s);
     }
   }
   for (size_t j = nk / kK * kK; j < nk; ++j) {
-    PrefetchKeyAhead(k, ld, j, avail, n, dist);
+    PrefetchKeyAhead(k, ld, j, avail, n, dist, spread);
     DotStep<kQ, 1>(j, 1, q, ld_q, k, ld, n, s, ld_s);
   }
 }
@@ -472,11 +491,11 @@ HWY_INLINE void ValueColumns(size_t nk, const float* p, size_t ld_p, const T* v,
       const size_t i = next.first_step + j;
       const size_t off = (i & mask) * next.part + (i >> next.shift) * next.step;
       if (off + next.step <= next.bytes) {
-        for (size_t b = 0; b < next.step; b += 64) hwy::Prefetch(next.base + off + b);
+        PrefetchLines(next.base + off, next.step, next.to_l2);
       }
     } else if (j < rows) {
       const char* ahead = reinterpret_cast<const char*>(row + nk * ld);
-      for (size_t b = 0; b < window_bytes; b += 64) hwy::Prefetch(ahead + b);
+      PrefetchLines(ahead, window_bytes, next.to_l2);
     }
     VF vv[kW];
 #pragma GCC unroll 8
@@ -507,6 +526,7 @@ HWY_INLINE void AccumulateValues(size_t nk, const float* p, size_t ld_p, const T
   constexpr size_t kV = Chunk<T>::kVecs, kW = ValueVectors(kQ);
   const size_t n_full = n - n % (kV * N);
   NextRows next;
+  next.to_l2 = kQ > 1 && spread;
   const size_t beyond = avail > nk ? avail - nk : 0;  // rows past this block
   if (prefetch) next.rows = beyond < nk ? beyond : nk;
   const size_t steps = (n_full / (kW * N) + n_full % (kW * N) / (kV * N)) * nk;
