@@ -227,16 +227,17 @@ HWY_INLINE void OnlineSoftmaxBlock(size_t nj, float* st, float* m, float* l, flo
 // keys: 18.4-24.0 against 15.7-23.5 GB/s), so calls that fit keep one
 // stream. Steps of several queries (GQA) keep adjacent keys: quartered, GQA
 // 32/8 lost up to 17 %.
-// K and V from memory (spread: past half the last-level cache) are asked for
-// into L2 only (to_l2, PrefetchToL2), where L1 had been slower: one Zen 4
-// core, 1 token x 32 heads on 8 KV heads (GQA steps, which prefetch), fp32 /
-// bf16, medians of per-round ratios: 8192 tokens +60-78 / +20-43 % (two
-// threads +48 / +14 %), 2048 tokens fp32 +30 %. In cache (512 tokens) L1
-// stays: L2 lost 4 % there. One-query steps keep L1: on Zen 4 they leave memory to
-// the hardware prefetchers (detail::DecodeSpreadPrefetch; prefetching into
-// L2 there gained 6 % fp32 but lost 10 % bf16), and where they prefetch,
-// into L1 is what was measured.
-// Lines [p, p + bytes), 64 bytes apart.
+// Steps of several queries (GQA) that read K and V from memory (spread)
+// ask for them into L2 only (to_l2, PrefetchToL2), where L1 had been
+// slower: one Zen 4 core, 1 token x 32 heads on 8 KV heads, fp32 / bf16,
+// medians of per-round ratios: 8192 tokens +60-78 / +20-43 % (two threads
+// +48 / +14 %), 2048 tokens fp32 +30 %. In cache (512 tokens) they keep L1:
+// L2 lost 4 % there. One-query steps keep L1 too: on Zen 4 they leave
+// memory to the hardware prefetchers (detail::DecodeSpreadPrefetch;
+// prefetching into L2 there gained 6 % fp32 but lost 10 % bf16), and where
+// they prefetch, into L1 is what was measured.
+//
+// PrefetchLines asks for the lines [p, p + bytes), 64 bytes apart.
 HWY_INLINE void PrefetchLines(const char* p, size_t bytes, bool to_l2) {
   if (to_l2) {
     for (size_t off = 0; off < bytes; off += 64) PrefetchToL2(p + off);

@@ -114,8 +114,8 @@ HWY_INLINE V Scalef(V p, V n) {
 // +2-3 %; GELU-tanh / SiLU 256 Ki floats +12 %, GELU-erf +4 %; causal
 // attention prefill +5 %). Relative error <= 2.1 u: T's rounding 1 u, the
 // FMA's 1 u, the polynomial and r's rounding < 0.1 u (1.80 u seen over 60 Mi
-// random arguments in [-103, 0] against double). n m/16 C1 is still exact (m
-// has at most 12 bits here).
+// random arguments in [-103, 0] against double). n C1 = (m/16) C1 is still
+// exact: m has at most 12 bits here, C1 9.
 constexpr bool kTableExp = kHasScalef;
 constexpr float kTableExpMagic = 786432.0f;  // 1.5 * 2^19
 
