@@ -124,8 +124,7 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
     // shift and a multiplication become one vscalefps (one Zen 4 core,
     // 256 Ki floats: +9-10 %).
     V bits[K], n[K];
-    ExpReducedPolynomialN</*kLow=*/true, /*kNegHalf=*/true, K>(
-        d, a, lo, hn::Set(d, kTableExpMagic), bits, n);
+    ExpReducedPolynomialN</*kLow=*/true, /*kNegHalf=*/true, K>(d, a, lo, /*bias=*/0.0f, bits, n);
     TFK_FOR_EACH_K a[k] = Scalef(hn::Mul(a[k], hn::Mul(t[k], q[k])), n[k]);
   } else {
     ExpNonPositiveTimes2Pow64N<true, K, /*kClamp=*/false, /*kNegHalf=*/true>(d, a, lo);

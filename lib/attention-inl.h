@@ -442,20 +442,21 @@ HWY_INLINE void DotRows(size_t nk, const float* q, size_t ld_q, const T* k, size
   // Prefetch distance in rows, ~8 KiB (computed once: a division per key
   // showed in profiles); 0: none.
   const size_t dist = !prefetch ? 0 : n * sizeof(T) >= 8192 ? 1 : 8192 / (n * sizeof(T));
+  const bool to_l2 = kQ > 1 && spread;  // see PrefetchLines
   if (kQ == 1 && spread) {
     const size_t gap = nk / kK;
     for (size_t j = 0; j < gap; ++j) {
-      for (size_t t = 0; t < kK; ++t) PrefetchKeyAhead(k, ld, j + t * gap, avail, n, dist, false);
+      for (size_t t = 0; t < kK; ++t) PrefetchKeyAhead(k, ld, j + t * gap, avail, n, dist, to_l2);
       DotStep<kQ, kK>(j, gap, q, ld_q, k, ld, n, s, ld_s);
     }
   } else {
     for (size_t j = 0; j + kK <= nk; j += kK) {
-      for (size_t t = j; t < j + kK; ++t) PrefetchKeyAhead(k, ld, t, avail, n, dist, spread);
+      for (size_t t = j; t < j + kK; ++t) PrefetchKeyAhead(k, ld, t, avail, n, dist, to_l2);
       DotStep<kQ, kK>(j, 1, q, ld_q, k, ld, n, s, ld_s);
     }
   }
   for (size_t j = nk / kK * kK; j < nk; ++j) {
-    PrefetchKeyAhead(k, ld, j, avail, n, dist, spread);
+    PrefetchKeyAhead(k, ld, j, avail, n, dist, to_l2);
     DotStep<kQ, 1>(j, 1, q, ld_q, k, ld, n, s, ld_s);
   }
 }

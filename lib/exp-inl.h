@@ -149,13 +149,14 @@ HWY_INLINE V Exp2Sixteenths(V t) {
 // The reduction and the polynomial, which every exponential here shares:
 // a[k] becomes p = e^r for the argument a[k] (+ a_lo[k] if kLow, added to
 // the reduced argument; the argument is -(a + a_lo)/2 if kNegHalf); t[k] and
-// n[k] are left as ExpReducedN leaves them, for the scaling by 2^n.
-// magic: 1.5 2^23 plus the bias the caller's scaling wants. With kTableExp
-// (whatever the magic): p = T e^r and n = m/16, for vscalefps.
+// n[k] are left as ExpReducedN leaves them, for the scaling by 2^n, with
+// the exponent bias the caller's scaling wants in t's low bits. With
+// kTableExp (no bias: vscalefps scales): p = T e^r and n = m/16.
 template <bool kLow, bool kNegHalf, size_t K, class D, class V = hn::Vec<D>>
-HWY_INLINE void ExpReducedPolynomialN(D d, V* a, const V* a_lo, V magic, V* t, V* n) {
+HWY_INLINE void ExpReducedPolynomialN(D d, V* a, const V* a_lo, float bias, V* t, V* n) {
   V r[K];
-  ExpReducedN<K, kNegHalf>(d, a, kTableExp ? hn::Set(d, kTableExpMagic) : magic, t, r, n);
+  const float magic = kTableExp ? kTableExpMagic : 12582912.0f + bias;  // 1.5 2^23 + bias
+  ExpReducedN<K, kNegHalf>(d, a, hn::Set(d, magic), t, r, n);
   if (kLow) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::Add(r[k], a_lo[k]);
@@ -215,8 +216,7 @@ HWY_INLINE void ExpNonPositiveN(D d, V* a) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) a[k] = hn::Max(lowest, a[k]);
   }
-  ExpReducedPolynomialN<false, false, K>(d, a, static_cast<const V*>(nullptr),
-                                         hn::Set(d, 12582912.0f + 127.0f), t, n);
+  ExpReducedPolynomialN<false, false, K>(d, a, static_cast<const V*>(nullptr), 127.0f, t, n);
   if constexpr (kHasScalef) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) a[k] = Scalef(a[k], n[k]);
@@ -260,12 +260,13 @@ template <bool kLow, size_t K, bool kClamp = true, bool kNegHalf = false, class 
           class V = hn::Vec<D>>
 HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
   static_assert(!(kNegHalf && kClamp), "the clamp is for a <= 0");
+  static_assert(!kTableExp || sizeof(V) == 0, "AVX-512 scales with vscalefps instead");
   V t[K], n[K];
   if (kClamp) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) a[k] = hn::Max(a[k], hn::Set(d, -104.0f));
   }
-  ExpReducedPolynomialN<kLow, kNegHalf, K>(d, a, a_lo, hn::Set(d, 12582912.0f + 191.0f), t, n);
+  ExpReducedPolynomialN<kLow, kNegHalf, K>(d, a, a_lo, 191.0f, t, n);
   TimesPow2FromBitsN<K>(d, t, a);
 }
 
