@@ -11,7 +11,8 @@
 //                  u = sqrt(2/pi) (x + 0.044715 x^3)
 // Error bounds with u = 2^-24 (derived in docs/numerics.md, asserted by
 // tests/activation_test.cc):
-//   GELU_erf:  16 u relative, plus (|x| + 4) 2^-149 absolute near underflow;
+//   GELU_erf:  15 u relative (24 u without FMA, SSE4), plus (|x| + 4) 2^-149
+//              absolute near underflow;
 //   GELU_tanh: (8 + 6 |2u|) u relative (the exp argument carries about 4
 //              roundings of a value of size |2u|), plus (|x| + 4) 2^-149
 //              absolute;
@@ -21,7 +22,7 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~32, GELU-tanh ~22 (AVX-512) and SiLU ~20 (on
+// counts: GELU-erf takes ~29, GELU-tanh ~22 (AVX-512) and SiLU ~20 (on
 // AVX-512 the exponential's table takes 2 of them off the FMA pipes,
 // kTableExp). Each is one long chain of dependent operations, so the row
 // loops run several vectors at once through the *N forms below.
@@ -81,54 +82,59 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 #define TFK_FOR_EACH_K _Pragma("GCC unroll 8") for (size_t k = 0; k < K; ++k)
 
 // 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, kGeluErfMaxAbs],
-// relative error <= 13 u. erfc(z) = exp(-z^2) * t * q(t), t = 1 / (1 +
-// z/2); q is a degree-8 fit of erfcx(z)/t on z in [0, 10.2]
-// (tools/fit_erfcx.py: 4.3e-8 relative, 2.9e-7 = 4.9 u with float Horner;
-// degree 9 gave 2.8e-7 with float Horner, for one FMA more, degree 7 1e-6).
-// -z^2 = -a^2/2 is formed exactly as hi + lo with an FMA and both parts go
-// into the exponential, so its argument carries no rounding, and the final
-// product is rounded once. At a = kGeluErfMaxAbs (z = 10.18) exp(-z^2) t q
-// < 2^-150 and the result is 0; -z^2 >= -103.7 there, so the exponential
-// needs no clamp.
+// relative error <= 14 u (22 u without FMA). 0.5 erfc(a / sqrt 2) = exp(-a^2/2) P(a) / Q(a),
+// where P / Q (degrees 4 and 5, Q monic) is a fit of the scaled function
+// 0.5 erfcx(a / sqrt 2) on a in [0, 14.4] (tools/fit_erfcx.py: 0.1 u
+// relative in exact arithmetic, 5.3 u seen with float Horner and the
+// division). Every coefficient is positive and a >= 0, so neither Horner
+// sum cancels: at most 4 u for P, 5 u for Q, 1 u for the quotient (9.7 u
+// first-order over the range; 16.9 u without FMA, two roundings a step),
+// then the exponential's 3 u (4 u) and the product's 1 u. The
+// rational form replaced t q(t), t = 1 / (1 + a / (2 sqrt 2)), q of degree 8,
+// which spent the same division on t alone: 8 FMAs and an add against 10
+// FMAs and a multiplication, on the FMA pipes that bound this function.
+// -a^2/2 is formed exactly as -(hi + lo)/2 with an FMA and both parts go
+// into the exponential, so its argument carries no rounding. At a =
+// kGeluErfMaxAbs, exp(-a^2/2) P / Q < 2^-150 and the result is 0; -a^2/2 >=
+// -103.7 there, so the exponential needs no clamp.
 // a[k] is replaced by the result.
 template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void HalfErfcScaledN(D d, V* a) {
-  // q 2^-65: the fit's coefficients times 0.5 and the 2^-64 that
-  // ExpNonPositiveTimes2Pow64N leaves on its exponential (exact scalings);
-  // with vscalefps only the 0.5.
-  constexpr float kScale = kHasScalef ? 0.5f : 0x1p-65f;
-  static constexpr float kQ[9] = {
-      kScale * -0.059124626219272614f, kScale * 0.2848471403121948f,
-      kScale * -0.48776477575302124f,  kScale * 0.278715044260025f,
-      kScale * -0.027073223143815994f, kScale * 0.20287680625915527f,
-      kScale * 0.24305559694766998f,   kScale * 0.28238195180892944f,
-      kScale * 0.282086044549942f};
-  V t[K], q[K], lo[K];
-  // 1 + z/2 = 1 + a / (2 sqrt 2)
-  TFK_FOR_EACH_K {
-    t[k] = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(a[k], hn::Set(d, 0.35355339f), hn::Set(d, 1.0f)));
+  // P carries the 2^-64 that ExpNonPositiveTimes2Pow64N leaves on its
+  // exponential (an exact scaling); with vscalefps it is not needed.
+  constexpr float kScale = kHasScalef ? 1.0f : 0x1p-64f;
+  static constexpr float kP[5] = {kScale * 0.39894697070121765f, kScale * 3.940411329269409f,
+                                  kScale * 17.776838302612305f, kScale * 42.53705596923828f,
+                                  kScale * 48.54802703857422f};
+  static constexpr float kQ[5] = {9.877779006958008f, 45.5452766418457f, 116.69780731201172f,
+                                  162.54559326171875f, 97.09605407714844f};
+  V p[K], q[K], lo[K];
+  TFK_FOR_EACH_K p[k] = hn::MulAdd(a[k], hn::Set(d, kP[0]), hn::Set(d, kP[1]));
+  TFK_FOR_EACH_K q[k] = hn::Add(a[k], hn::Set(d, kQ[0]));
+#pragma GCC unroll 4
+  for (size_t c = 1; c < 5; ++c) {
+    if (c + 1 < 5) {
+      TFK_FOR_EACH_K p[k] = hn::MulAdd(p[k], a[k], hn::Set(d, kP[c + 1]));
+    }
+    TFK_FOR_EACH_K q[k] = hn::MulAdd(q[k], a[k], hn::Set(d, kQ[c]));
   }
-  TFK_FOR_EACH_K q[k] = hn::Set(d, kQ[0]);
-#pragma GCC unroll 8
-  for (size_t c = 1; c < 9; ++c) {
-    TFK_FOR_EACH_K q[k] = hn::MulAdd(q[k], t[k], hn::Set(d, kQ[c]));
-  }
-  // a^2 = hi + lo exactly; a becomes hi. -z^2 = -(hi + lo)/2: the
+  TFK_FOR_EACH_K p[k] = hn::Div(p[k], q[k]);
+  // a^2 = hi + lo exactly; a becomes hi. -a^2/2 = -(hi + lo)/2: the
   // exponential takes the halving into its constants (kNegHalf), one
   // multiplication fewer than forming a (-a/2), with the same bits.
   TFK_FOR_EACH_K ExactProduct(d, a[k], a[k], a[k], lo[k]);
   if constexpr (kHasScalef) {
-    // e^r (t q) 2^n by vscalefps: the product is rounded once where the
+    // e^r (P / Q) 2^n by vscalefps: the product is rounded once where the
     // result is normal, as the other path rounds it, and a subnormal result
     // a second time (within the 2^-149 absolute term of the bound); a
     // shift and a multiplication become one vscalefps (one Zen 4 core,
     // 256 Ki floats: +9-10 %).
     V bits[K], n[K];
     ExpReducedPolynomialN</*kLow=*/true, /*kNegHalf=*/true, K>(d, a, lo, /*bias=*/0.0f, bits, n);
-    TFK_FOR_EACH_K a[k] = Scalef(hn::Mul(a[k], hn::Mul(t[k], q[k])), n[k]);
+    TFK_FOR_EACH_K a[k] = Scalef(hn::Mul(a[k], p[k]), n[k]);
   } else {
     ExpNonPositiveTimes2Pow64N<true, K, /*kClamp=*/false, /*kNegHalf=*/true>(d, a, lo);
-    TFK_FOR_EACH_K a[k] = hn::Mul(a[k], hn::Mul(t[k], q[k]));
+    TFK_FOR_EACH_K a[k] = hn::Mul(a[k], p[k]);
   }
 }
 
@@ -160,7 +166,7 @@ HWY_INLINE V SigmoidOfNegative(D d, V es) {
 
 // |x| past which GELU-erf's tail term rounds to 0 (0.5 erfc(14.4 / sqrt 2)
 // ~ 2.6e-47 < 2^-150) and -x^2/2 >= -103.7 stays within the exponential's
-// range, so it needs no clamp of its own (one operation of ~34).
+// range, so it needs no clamp of its own (one operation of ~29).
 constexpr float kGeluErfMaxAbs = 14.4f;
 
 template <size_t K, class D, class V = hn::Vec<D>>
