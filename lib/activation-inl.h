@@ -22,7 +22,7 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~29, GELU-tanh ~22 (AVX-512) and SiLU ~20 (on
+// counts: GELU-erf takes ~28, GELU-tanh ~22 (AVX-512) and SiLU ~20 (on
 // AVX-512 the exponential's table takes 2 of them off the FMA pipes,
 // kTableExp). Each is one long chain of dependent operations, so the row
 // loops run several vectors at once through the *N forms below.
@@ -84,9 +84,10 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 // 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, kGeluErfMaxAbs],
 // relative error <= 14 u (22 u without FMA). 0.5 erfc(a / sqrt 2) = exp(-a^2/2) P(a) / Q(a),
 // where P / Q (degrees 4 and 5, Q monic) is a fit of the scaled function
-// 0.5 erfcx(a / sqrt 2) on a in [0, 14.4] (tools/fit_erfcx.py: 0.1 u
-// relative in exact arithmetic, 5.3 u seen with float Horner and the
-// division). Every coefficient is positive and a >= 0, so neither Horner
+// 0.5 erfcx(a / sqrt 2) on a in [0, 14.4], times the smooth factor that
+// takes out the drift of the exponential's one-step reduction (ExpReducedN,
+// kNegHalf) (tools/fit_erfcx.py: 0.1 u relative in exact arithmetic, 5.9 u
+// seen with float Horner and the division). Every coefficient is positive and a >= 0, so neither Horner
 // sum cancels: at most 4 u for P, 5 u for Q, 1 u for the quotient (9.7 u
 // first-order over the range; 16.9 u without FMA, two roundings a step),
 // then the exponential's 3 u (4 u) and the product's 1 u. The
@@ -103,11 +104,11 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
   // P carries the 2^-64 that ExpNonPositiveTimes2Pow64N leaves on its
   // exponential (an exact scaling); with vscalefps it is not needed.
   constexpr float kScale = kHasScalef ? 1.0f : 0x1p-64f;
-  static constexpr float kP[5] = {kScale * 0.39894697070121765f, kScale * 3.940411329269409f,
-                                  kScale * 17.776838302612305f, kScale * 42.53705596923828f,
-                                  kScale * 48.54802703857422f};
-  static constexpr float kQ[5] = {9.877779006958008f, 45.5452766418457f, 116.69780731201172f,
-                                  162.54559326171875f, 97.09605407714844f};
+  static constexpr float kP[5] = {kScale * 0.39894571900367737f, kScale * 3.9261364936828613f,
+                                  kScale * 17.662324905395508f, kScale * 42.160701751708984f,
+                                  kScale * 47.9574089050293f};
+  static constexpr float kQ[5] = {9.841907501220703f, 45.259544372558594f, 115.7068099975586f,
+                                  160.85040283203125f, 95.9148178100586f};
   V p[K], q[K], lo[K];
   TFK_FOR_EACH_K p[k] = hn::MulAdd(a[k], hn::Set(d, kP[0]), hn::Set(d, kP[1]));
   TFK_FOR_EACH_K q[k] = hn::Add(a[k], hn::Set(d, kQ[0]));
@@ -166,7 +167,7 @@ HWY_INLINE V SigmoidOfNegative(D d, V es) {
 
 // |x| past which GELU-erf's tail term rounds to 0 (0.5 erfc(14.4 / sqrt 2)
 // ~ 2.6e-47 < 2^-150) and -x^2/2 >= -103.7 stays within the exponential's
-// range, so it needs no clamp of its own (one operation of ~29).
+// range, so it needs no clamp of its own (one operation of ~28).
 constexpr float kGeluErfMaxAbs = 14.4f;
 
 template <size_t K, class D, class V = hn::Vec<D>>

@@ -33,8 +33,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 // kNegHalf: the argument is -a/2 for a >= 0 (GELU-erf's -x^2/2, whose x^2
 // then needs no halving of its own), and r comes out as -2 r. Both scalings
 // are exact powers of two, folded into the constants (here and in
-// ExpPolynomialN's coefficients), so every rounding is the same and so are
-// the bits.
+// ExpPolynomialN's coefficients). Its reduction takes one FMA with ln2
+// rounded to float (LN2F) instead of two Cody-Waite steps: e^r then comes out
+// e^(|n| (LN2F - ln2)) too large, by at most 1 + 2.9e-7 (4.8 u) at GELU-erf's
+// |n| <= 150; |n| = a / (2 ln2) to within 1/2, so that factor is a smooth
+// function of a that GELU-erf's fit takes out (tools/fit_erfcx.py), to
+// within 1e-9 (AVX-512: n in sixteenths, 6e-11). The FMA rounds -2 r (|-2 r|
+// <= ln2 + 2 ulp(a)) once: <= 0.1 u of e^r.
 template <size_t K, bool kNegHalf = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
   constexpr float s = kNegHalf ? -0.5f : 1.0f;  // the argument is s a
@@ -42,11 +47,19 @@ HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
   for (size_t k = 0; k < K; ++k) t[k] = hn::MulAdd(a[k], hn::Set(d, s * 1.44269504f), magic);
 #pragma GCC unroll 8
   for (size_t k = 0; k < K; ++k) n[k] = hn::Sub(t[k], magic);
-  if (kNegHalf) {  // -2 r = a + 2 n ln2
+  if (kNegHalf) {  // -2 r = a + 2 n LN2F (see above)
+    constexpr float kLn2F = 0.6931471805599453f, kC1 = 0.693359375f;
+#if HWY_NATIVE_FMA
 #pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * 0.693359375f), a[k]);
+    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * kLn2F), a[k]);
+#else
+    // No FMA (SSE4): n LN2F would round; LN2F = C1 + (LN2F - C1) exactly,
+    // both parts short, so the two steps reduce by the same LN2F.
 #pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * -2.12194440e-4f), r[k]);
+    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * kC1), a[k]);
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * (kLn2F - kC1)), r[k]);
+#endif
   } else {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, 0.693359375f), a[k]);
