@@ -82,18 +82,18 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 #define TFK_FOR_EACH_K _Pragma("GCC unroll 8") for (size_t k = 0; k < K; ++k)
 
 // 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, kGeluErfMaxAbs],
-// relative error <= 14 u (22 u without FMA). 0.5 erfc(a / sqrt 2) = exp(-a^2/2) P(a) / Q(a),
-// where P / Q (degrees 4 and 5, Q monic) is a fit of the scaled function
-// 0.5 erfcx(a / sqrt 2) on a in [0, 14.4], times the smooth factor that
-// takes out the drift of the exponential's one-step reduction (ExpReducedN,
-// kNegHalf) (tools/fit_erfcx.py: 0.1 u relative in exact arithmetic, 5.9 u
-// seen with float Horner and the division). Every coefficient is positive and a >= 0, so neither Horner
-// sum cancels: at most 4 u for P, 5 u for Q, 1 u for the quotient (9.7 u
-// first-order over the range; 16.9 u without FMA, two roundings a step),
-// then the exponential's 3 u (4 u) and the product's 1 u. The
-// rational form replaced t q(t), t = 1 / (1 + a / (2 sqrt 2)), q of degree 8,
-// which spent the same division on t alone: 8 FMAs and an add against 10
-// FMAs and a multiplication, on the FMA pipes that bound this function.
+// relative error <= 14 u (22 u without FMA): exp(-a^2/2) P(a) / Q(a), where
+// P / Q (degrees 4 and 5, Q monic) fits 0.5 erfcx(a / sqrt 2) on [0, 14.4]
+// times the smooth factor that takes out the drift of the exponential's
+// one-step reduction (ExpReducedN, kNegHalf); tools/fit_erfcx.py: 0.1 u in
+// exact arithmetic, 5.9 u seen with float Horner and the division. Every
+// coefficient is positive and a >= 0, so neither Horner sum cancels: at most
+// 4 u for P, 5 u for Q and 1 u for the quotient (9.7 u first-order over the
+// range; 16.9 u without FMA, two roundings a step), then the exponential's
+// 3 u (4 u) and the product's 1 u. The rational form replaced t q(t), t =
+// 1 / (1 + a / (2 sqrt 2)), q of degree 8, which spent the same division on
+// t alone: 8 FMAs and an add against 10 FMAs and a multiplication, on the
+// FMA pipes that bound this function.
 // -a^2/2 is formed exactly as -(hi + lo)/2 with an FMA and both parts go
 // into the exponential, so its argument carries no rounding. At a =
 // kGeluErfMaxAbs, exp(-a^2/2) P / Q < 2^-150 and the result is 0; -a^2/2 >=
@@ -103,6 +103,7 @@ template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void HalfErfcScaledN(D d, V* a) {
   // P carries the 2^-64 that ExpNonPositiveTimes2Pow64N leaves on its
   // exponential (an exact scaling); with vscalefps it is not needed.
+  // Coefficients from degree 4 down to 0 (Q's degree 5 is 1).
   constexpr float kScale = kHasScalef ? 1.0f : 0x1p-64f;
   static constexpr float kP[5] = {kScale * 0.39894571900367737f, kScale * 3.9261364936828613f,
                                   kScale * 17.662324905395508f, kScale * 42.160701751708984f,
@@ -110,13 +111,11 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
   static constexpr float kQ[5] = {9.841907501220703f, 45.259544372558594f, 115.7068099975586f,
                                   160.85040283203125f, 95.9148178100586f};
   V p[K], q[K], lo[K];
-  TFK_FOR_EACH_K p[k] = hn::MulAdd(a[k], hn::Set(d, kP[0]), hn::Set(d, kP[1]));
-  TFK_FOR_EACH_K q[k] = hn::Add(a[k], hn::Set(d, kQ[0]));
+  TFK_FOR_EACH_K p[k] = hn::Set(d, kP[0]);
+  TFK_FOR_EACH_K q[k] = hn::Add(a[k], hn::Set(d, kQ[0]));  // Q is monic
 #pragma GCC unroll 4
   for (size_t c = 1; c < 5; ++c) {
-    if (c + 1 < 5) {
-      TFK_FOR_EACH_K p[k] = hn::MulAdd(p[k], a[k], hn::Set(d, kP[c + 1]));
-    }
+    TFK_FOR_EACH_K p[k] = hn::MulAdd(p[k], a[k], hn::Set(d, kP[c]));
     TFK_FOR_EACH_K q[k] = hn::MulAdd(q[k], a[k], hn::Set(d, kQ[c]));
   }
   TFK_FOR_EACH_K p[k] = hn::Div(p[k], q[k]);
