@@ -43,12 +43,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <size_t K, bool kNegHalf = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
   constexpr float s = kNegHalf ? -0.5f : 1.0f;  // the argument is s a
+  // ln 2 = C1 + C2, C1 with 9 bits (n C1 exact); LN2F: ln 2 rounded to float.
+  constexpr float kC1 = 0.693359375f, kC2 = -2.12194440e-4f, kLn2F = 0.6931471805599453f;
 #pragma GCC unroll 8
   for (size_t k = 0; k < K; ++k) t[k] = hn::MulAdd(a[k], hn::Set(d, s * 1.44269504f), magic);
 #pragma GCC unroll 8
   for (size_t k = 0; k < K; ++k) n[k] = hn::Sub(t[k], magic);
   if (kNegHalf) {  // -2 r = a + 2 n LN2F (see above)
-    constexpr float kLn2F = 0.6931471805599453f, kC1 = 0.693359375f;
 #if HWY_NATIVE_FMA
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * kLn2F), a[k]);
@@ -62,9 +63,9 @@ HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
 #endif
   } else {
 #pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, 0.693359375f), a[k]);
+    for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, kC1), a[k]);
 #pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, -2.12194440e-4f), r[k]);
+    for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, kC2), r[k]);
   }
 }
 
