@@ -145,14 +145,36 @@ TEST_P(ActivationTest, HostileValues) {
       }
     }
   }
-  // GELU of -inf is +0 (the limit), of +inf is +inf, of NaN is NaN.
+  // GELU of -inf is +0 (the limit), of +inf is +inf, of -0 is -0 (x P(x)),
+  // of NaN is NaN: quiet or signalling, of either sign (AVX-512's clamp of
+  // |x| returns the limit for a quiet NaN, so the max(0, x) must carry it).
+  // 6 values alone (the narrow path), then repeated over whole vectors.
+  const float nans[3] = {std::numeric_limits<float>::quiet_NaN(),
+                         -std::numeric_limits<float>::quiet_NaN(),
+                         std::numeric_limits<float>::signaling_NaN()};
   for (tfk_activation act : {TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH, TFK_ACT_SILU}) {
-    float in[3] = {-kInf, kInf, std::numeric_limits<float>::quiet_NaN()}, out[3];
-    ASSERT_EQ(tfk_activate(act, 1, 3, in, 3, out, 3), TFK_SUCCESS);
-    EXPECT_EQ(out[0], 0.0f);
-    EXPECT_FALSE(std::signbit(out[0]));
-    EXPECT_EQ(out[1], kInf);
-    EXPECT_TRUE(std::isnan(out[2]));
+    for (size_t n : {6, 48}) {
+      std::vector<float> in(n), out(n);
+      for (size_t i = 0; i < n; ++i) {
+        const size_t j = i % 6;
+        in[i] = j == 0 ? -kInf : j == 1 ? kInf : j == 2 ? -0.0f : nans[j - 3];
+      }
+      ASSERT_EQ(tfk_activate(act, 1, n, in.data(), n, out.data(), n), TFK_SUCCESS);
+      for (size_t i = 0; i < n; ++i) {
+        const size_t j = i % 6;
+        if (j == 0) {
+          EXPECT_EQ(out[i], 0.0f) << i;
+          EXPECT_FALSE(std::signbit(out[i])) << i;
+        } else if (j == 1) {
+          EXPECT_EQ(out[i], kInf) << i;
+        } else if (j == 2) {
+          EXPECT_EQ(out[i], 0.0f) << i;
+          EXPECT_TRUE(std::signbit(out[i])) << i;
+        } else {
+          EXPECT_TRUE(std::isnan(out[i])) << i << " act " << act;
+        }
+      }
+    }
   }
 }
 
