@@ -24,7 +24,8 @@
 // vector operations per ns per core, divisions aside), so every operation
 // counts: GELU-erf takes ~28, GELU-tanh ~22 (AVX-512) and SiLU ~20 (on
 // AVX-512 the exponential's table takes 2 of them off the FMA pipes,
-// kTableExp). Each is one long chain of dependent operations, so the row
+// kTableExp, and the clamp of |x| is one operation instead of two,
+// ClampedAbs). Each is one long chain of dependent operations, so the row
 // loops run several vectors at once through the *N forms below.
 
 #if defined(TFK_LIB_ACTIVATION_INL_H_) == defined(HWY_TARGET_TOGGLE)
