@@ -28,6 +28,7 @@ SPREAD_LIMIT = 0.10
 # Benchmark name patterns (the "/real_time" suffix is stripped first).
 PATTERNS = [
     ("peak", re.compile(r"^peak/fma/(?P<isa>\w+)/threads:(?P<t>\d+)$")),
+    ("tile", re.compile(r"^peak/tile/(?P<isa>\w+)/(?P<tile>mr\d+_nr\d+)/threads:(?P<t>\d+)$")),
     ("memory", re.compile(r"^memory/(?P<kind>\w+)/(?P<n>\d+)/threads:(?P<t>\d+)$")),
     ("tfk", re.compile(r"^matmul/tfk_linear/(?P<shape>[^/]+)/(?P<isa>\w+)/threads:(?P<t>\d+)$")),
     ("peer", re.compile(r"^matmul/(?P<peer>openblas|onednn_packed)/(?P<shape>[^/]+)/threads:(?P<t>\d+)$")),
@@ -107,10 +108,12 @@ def load(path):
 
 
 def classify(results):
-    """Sorts results into tfk kernels, peers, FMA peaks and memory limits."""
+    """Sorts results into tfk kernels, peers, FMA peaks, matmul register
+    tiles and memory limits."""
     tfk = defaultdict(dict)    # kernel -> {(shape, threads): {isa: Result}}
     peers = defaultdict(dict)  # kernel -> {(shape, threads): {peer: Result}}
     peak = {}                  # (isa, threads) -> Result
+    tiles = {}                 # (isa, threads) -> (tile name, Result)
     memory = defaultdict(dict)  # kind -> {(n, threads): Result}
     for name, r in results.items():
         for kind, pattern in PATTERNS:
@@ -121,6 +124,8 @@ def classify(results):
             t = int(g["t"])
             if kind == "peak":
                 peak[(g["isa"], t)] = r
+            elif kind == "tile":
+                tiles[(g["isa"], t)] = (g["tile"], r)
             elif kind == "memory":
                 memory[g["kind"]][(int(g["n"]), t)] = r
             elif kind == "tfk":
@@ -131,7 +136,7 @@ def classify(results):
                 kernel = g.get("kernel") or "matmul"
                 peers[kernel].setdefault((g["shape"], t), {})[PEER_NAMES[peer]] = r
             break
-    return tfk, peers, peak, memory
+    return tfk, peers, peak, tiles, memory
 
 
 def isa_key(isa):
@@ -287,10 +292,14 @@ def plot_matmul(rows, peers, peak, path):
     plt.close(fig)
 
 
-def limits_section(peak, memory):
+def limits_section(peak, tiles, memory):
     lines = ["| limit | threads | value |", "|---|---|---|"]
     for (isa, t), r in sorted(peak.items(), key=lambda kv: (isa_key(kv[0][0]), kv[0][1])):
         lines.append(f"| FMA peak {isa} | {t} | {fmt(r)} GFLOP/s |")
+        if (isa, t) in tiles:
+            tile, rt = tiles[(isa, t)]
+            lines.append(f"| matmul register tile {isa} {tile}, operands in L2 | {t} | "
+                         f"{fmt(rt)} GFLOP/s ({rt.median / r.median:.0%} of the FMA peak) |")
     for kind in sorted(memory):
         for (n, t), r in sorted(memory[kind].items()):
             size = f"{(r.bytes or 0) / 2**20:.0f} MiB moved" if r.bytes else f"{n} floats"
@@ -299,7 +308,7 @@ def limits_section(peak, memory):
 
 
 def render(results, context, cpu, command, img_dir, img_rel):
-    tfk, peers, peak, memory = classify(results)
+    tfk, peers, peak, tiles, memory = classify(results)
     out = ["# tfk benchmarks", ""]
     model = cpu.get("model") or context.get("host_name", "unknown CPU")
     out.append(f"Produced on **{model}** "
@@ -322,7 +331,7 @@ def render(results, context, cpu, command, img_dir, img_rel):
     out += ["", "Each cell: median over repetitions (min–max); ⚠ marks a spread over "
             f"{SPREAD_LIMIT:.0%}. Shares of a limit use the limit measured in the same run; "
             "the peer ratio compares tfk's best ISA with the best peer at the same threads.", ""]
-    out += ["## Machine limits", ""] + limits_section(peak, memory) + [""]
+    out += ["## Machine limits", ""] + limits_section(peak, tiles, memory) + [""]
     os.makedirs(img_dir, exist_ok=True)
     for kernel in sorted(tfk, key=lambda k: KERNEL_ORDER.index(k) if k in KERNEL_ORDER else 99):
         rows = tfk[kernel]

@@ -16,10 +16,12 @@ kernels = ["softmax", "relu", "gelu_erf", "gelu_tanh", "layernorm", "rmsnorm", "
            "rope_interleaved", "matmul/tfk_linear", "matmul_unpacked", "attention", "block", "silu"]
 threads = {"1", str(os.cpu_count())} if os.cpu_count() > 1 else {"1"}
 missing = []
-for kernel in kernels + ["peak/fma"]:
+for kernel in kernels + ["peak/fma", "peak/tile"]:
     for isa in isas:
         for t in threads:
-            pattern = re.compile(rf"^{kernel}/(.*/)?{isa}/threads:{t}(/real_time)?$")
+            # The register tile's label names its tile after the ISA.
+            tile = r"/mr\d+_nr\d+" if kernel == "peak/tile" else ""
+            pattern = re.compile(rf"^{kernel}/(.*/)?{isa}{tile}/threads:{t}(/real_time)?$")
             if not any(pattern.match(n) for n in names):
                 missing.append(f"{kernel} on {isa} at {t} threads")
 for limit in ["memory/copy", "memory/read", "memory/rmw"]:

@@ -107,6 +107,28 @@ class ReportTest(unittest.TestCase):
         self.assertIn(f"| {100 * gbps / read:.0f} % of read bandwidth ({gbps:.3g} GB/s) (AVX2) |",
                       row)
 
+    def test_register_tile_beside_the_peak(self):
+        """A peak/tile entry (made from the sample's AVX2 peak at 80 % of its
+        rate) is listed with the machine limits as a share of that peak."""
+        data = copy.deepcopy(self.data)
+        extra = []
+        for b in data["benchmarks"]:
+            if b["run_name"] == "peak/fma/AVX2/threads:2/real_time":
+                tile = dict(b, run_name="peak/tile/AVX2/mr3_nr32/threads:2/real_time",
+                            GFLOPS=b["GFLOPS"] * 0.8)
+                tile["name"] = tile["run_name"]
+                extra.append(tile)
+        self.assertTrue(extra)
+        data["benchmarks"] += extra
+        text = self.run_report(data)
+        peak = medians(self.data, "peak/fma/AVX2/threads:2/real_time", "GFLOPS", 1)
+        row = self.row(text, "Machine limits", ["matmul register tile AVX2 mr3_nr32, operands in L2", "2"])
+        self.assertIn(f"| {0.8 * peak:.3g} (", row)
+        self.assertTrue(row.endswith("(80% of the FMA peak) |"), row)
+        # No tile entry, no tile row; the matmul tables do not take it as a kernel.
+        self.assertNotIn("register tile", self.run_report(self.data))
+        self.assertNotIn("mr3_nr32", text.split("## Machine limits", 1)[1].split("\n## ", 1)[1])
+
     def test_spread_over_ten_percent_is_flagged(self):
         text = self.run_report(self.data)
         self.assertNotIn("⚠", self.row(text, "softmax", ["64x2048", "1"]).split("|")[3])
