@@ -391,7 +391,9 @@ HWY_INLINE size_t TransposedRowSteps(D d, const float* const* rows, size_t kc, c
 // runs: M = 64, K = 4096, N = 1024 +3 to +20 % (unstreamed, it ran at ~157
 // or ~190 GFLOP/s from one process to the next; streamed, at 190), K =
 // 1024, N = 4096 +0-6 %. Where no other task reads the piece, it is not
-// streamed (GemmPlan::stream_a).
+// streamed (GemmPlan::stream_a), nor on CPUs where reading it back from
+// memory cost more than the transfer (detail::StreamSharedPackedA: on a
+// Xeon, +3-5 % unstreamed).
 constexpr size_t kMinTransposedRows = 8;
 template <bool kStream>
 HWY_INLINE void PackATileTransposed(const float* src, size_t lda, size_t mr, float* t, bool last) {

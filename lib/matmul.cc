@@ -126,11 +126,11 @@ GemmPlan MakePlan(const GemmArgs& g) {
   const size_t n_tasks = detail::NumTasks(pl.m_chunks * pl.n_panels, pl.cost);
   pl.next_panel = pl.next_panel && n_tasks <= 1;
   // Fewer M chunks than tasks: tasks share a chunk's packed A, which is then
-  // streamed out (PackATileTransposed has the figures). Where each chunk has
-  // a task of its own, its pieces stay in that core's cache, unstreamed
-  // (streamed, M = 512, K = 4096 or 1024, N = 1024 lost 2.5 % on two Zen 4
-  // cores).
-  pl.stream_a = pl.m_chunks < n_tasks;
+  // streamed out where the CPU gains by it (detail::StreamSharedPackedA;
+  // PackATileTransposed has the figures). Where each chunk has a task of its
+  // own, its pieces stay in that core's cache, unstreamed (streamed, M =
+  // 512, K = 4096 or 1024, N = 1024 lost 2.5 % on two Zen 4 cores).
+  pl.stream_a = pl.m_chunks < n_tasks && detail::StreamSharedPackedA();
   return pl;
 }
 

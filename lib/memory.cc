@@ -59,20 +59,34 @@ size_t StreamThresholdBytes() {
   return threshold;
 }
 
-bool DecodeSpreadPrefetch() {
-  static const bool prefetch = [] {
-    if (const char* env = getenv("TFK_DECODE_PREFETCH")) {
-      if (env[0] == '0' && env[1] == '\0') return false;
-      if (env[0] == '1' && env[1] == '\0') return true;
-    }
+namespace {
+// TFK_... = 0 or 1 from the environment, else the default.
+bool EnvBool(const char* name, bool default_value) {
+  if (const char* env = getenv(name)) {
+    if (env[0] == '0' && env[1] == '\0') return false;
+    if (env[0] == '1' && env[1] == '\0') return true;
+  }
+  return default_value;
+}
+
+bool AmdWithAvx512() {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();  // in case tfk is called from a static constructor
-    return !(__builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f"));
+  __builtin_cpu_init();  // in case tfk is called from a static constructor
+  return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f");
 #else
-    return true;
+  return false;
 #endif
-  }();
+}
+}  // namespace
+
+bool DecodeSpreadPrefetch() {
+  static const bool prefetch = EnvBool("TFK_DECODE_PREFETCH", !AmdWithAvx512());
   return prefetch;
+}
+
+bool StreamSharedPackedA() {
+  static const bool stream = EnvBool("TFK_STREAM_PACKED_A", AmdWithAvx512());
+  return stream;
 }
 
 namespace {

@@ -28,6 +28,20 @@ size_t StreamThresholdBytes();
 // and stay. The environment variable TFK_DECODE_PREFETCH (0 or 1) overrides.
 bool DecodeSpreadPrefetch();
 
+// Whether the matmul's packed A, where a call's tasks share a piece of it
+// (fewer M chunks than tasks, as at M = 64 on two threads), is written with
+// streaming stores (lib/matmul-inl.h, PackATileTransposed). Yes on AMD
+// cores with AVX-512 (Zen 4 and later; packed A is AVX-512 only): stored in
+// place there, each line, read by both cores in the previous call, had
+// first to be taken back from the other core (two Zen 4 cores, M = 64, K =
+// 4096, N = 1024 +3 to +20 % streamed). No elsewhere: on a Xeon (family 6
+// model 167) the pieces read back from memory cost more than the transfer,
+// two threads, medians of per-round ratios over 15-21 rounds, unstreamed:
+// M = 64, K = 4096, N = 1024 +4.6-4.8 %; M = 64, K = 1024, N = 4096 +3.3 %;
+// M = 130, K = N = 1024 +5.2 %; M = 256, K = N = 4096 +2.8 %. The
+// environment variable TFK_STREAM_PACKED_A (0 or 1) overrides.
+bool StreamSharedPackedA();
+
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.
 // Grows when asked for more (an allocation only the first time a thread sees
 // a larger size), so kernels in steady state allocate nothing. Returns null
