@@ -16,7 +16,7 @@
 // call from L2) but with nothing else of a GEMM around it. Its share of the
 // FMA peak is the most a broadcast-and-FMA kernel reaches on the core; the
 // GEMM's share of the tile's rate is what its blocking and threading keep.
-// (On one Xeon of family 6 model 167: AVX-512's 14 x 32 tile at 83-84 % of
+// (On one Xeon of family 6 model 167: AVX-512's 14 x 32 tile at 83-86 % of
 // the FMA peak, AVX2's 3 x 32 at 91-92 %; docs/matmul.md.)
 
 #undef HWY_TARGET_INCLUDE
