@@ -299,7 +299,7 @@ def limits_section(peak, tiles, memory):
         if (isa, t) in tiles:
             tile, rt = tiles[(isa, t)]
             lines.append(f"| matmul register tile {isa} {tile}, operands in L2 | {t} | "
-                         f"{fmt(rt)} GFLOP/s ({rt.median / r.median:.0%} of the FMA peak) |")
+                         f"{fmt(rt)} GFLOP/s ({100 * rt.median / r.median:.0f} % of the FMA peak) |")
     for kind in sorted(memory):
         for (n, t), r in sorted(memory[kind].items()):
             size = f"{(r.bytes or 0) / 2**20:.0f} MiB moved" if r.bytes else f"{n} floats"

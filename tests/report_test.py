@@ -124,7 +124,7 @@ class ReportTest(unittest.TestCase):
         peak = medians(self.data, "peak/fma/AVX2/threads:2/real_time", "GFLOPS", 1)
         row = self.row(text, "Machine limits", ["matmul register tile AVX2 mr3_nr32, operands in L2", "2"])
         self.assertIn(f"| {0.8 * peak:.3g} (", row)
-        self.assertTrue(row.endswith("(80% of the FMA peak) |"), row)
+        self.assertTrue(row.endswith("(80 % of the FMA peak) |"), row)
         # No tile entry, no tile row; the matmul tables do not take it as a kernel.
         self.assertNotIn("register tile", self.run_report(self.data))
         self.assertNotIn("mr3_nr32", text.split("## Machine limits", 1)[1].split("\n## ", 1)[1])
