@@ -9,7 +9,9 @@ namespace tfk {
 namespace detail {
 
 // Outputs at least this large are written with non-temporal (streaming)
-// stores: half the last-level cache (sysfs, else sysconf; 16 MiB if unknown).
+// stores: half the last-level cache (sysfs, else sysconf; at most 64 MiB per
+// CPU sharing it, which a VM shown its host's L3 would exceed; 16 MiB if
+// unknown).
 // Input and output together then exceed the cache, so the output cannot stay
 // there for its consumer anyway, and a streaming store skips the
 // read-for-ownership a normal store does: an out-of-place pass moves 2 bytes
