@@ -77,13 +77,19 @@ HWY_INLINE void WriteRow(D d, float* y, size_t n, const One& one, bool stalls) {
 }
 
 // Elementwise inputs are read once, front to back, and often from memory:
-// each line is prefetched kPrefetchAhead floats (1 KiB) before it is read,
-// which keeps more lines in flight than the hardware prefetcher alone (ReLU
-// on 16 Mi floats, AVX2, 1 / 2 threads: 13.3-15.5 -> 15.9-17.5 / 21.6-22.3
-// -> 23.1-26.4 GB/s). The compute-bound GELU measured the same, SiLU 0-5 %
-// slower (the check and the prefetch cost ~3 of its ~30 operations a
-// vector).
-constexpr size_t kPrefetchAhead = 256;
+// each line is prefetched kPrefetchAhead floats (4 KiB) before it is read,
+// which keeps more lines in flight than the hardware prefetcher alone (1 KiB
+// ahead against none, ReLU on 16 Mi floats, AVX2, 1 / 2 threads: 13.3-15.5
+// -> 15.9-17.5 / 21.6-22.3 -> 23.1-26.4 GB/s; SiLU 0-5 % slower there, the
+// check and the prefetch costing ~3 of its ~30 operations a vector). The
+// compute-bound activations take longer per line, so their reads need more
+// lines in flight: 4 KiB against 1 KiB ahead, one Xeon (family 6 model
+// 167), AVX-512, 16 Mi floats with streaming stores, two library copies
+// alternating in one process, medians of per-round ratios, 1 / 2 threads:
+// GELU-erf +9-11 / +25 %, GELU-tanh -1 / +20 %, SiLU +1 / +7 %, ReLU the
+// same; 256 Ki floats (in cache) the same. (2 and 8 KiB gained less, 16
+// KiB about as much on one thread and less on two.)
+constexpr size_t kPrefetchAhead = 1024;
 
 // Prefetches the line of p[i] once per 16 floats (64 bytes) of i, for a loop
 // that steps i by Lanes(d). Also used by the norms and softmax for the row
