@@ -76,8 +76,8 @@ CacheInfo SysfsLastLevelCache() {
 // A VM can be shown its host's whole last-level cache, of which its vCPUs
 // get a share: one 2-vCPU Xeon VM (family 6 model 167) reports 480 MiB of
 // L3, whose reads fall off between 64 and 256 MiB (26 -> 14 GB/s). No x86
-// part has more than ~12 MiB of L3 per core, so more than kMaxLlcPerCpu per
-// CPU sharing it is taken as that much. There, against the 240 MiB that half
+// part has more than ~16 MiB of L3 per core (6-core X3D parts), so more
+// than kMaxLlcPerCpu per CPU sharing it is taken as that much. There, against the 240 MiB that half
 // the reported size gave, a 64 MiB threshold (this cap) ran the activations
 // on 16 Mi floats 1.24-1.79x as fast (1 and 2 threads, two rounds each) and
 // decoding attention on a 128 MiB bf16 cache 1.20-1.77x, and on a 64 MiB
