@@ -42,7 +42,8 @@ void StreamCopy(const float* src, float* dst, size_t lo, size_t hi) {
   _mm_sfence();
 }
 
-// Times one pass `twice` each way and returns whether the second is faster.
+// Times pass(false) and pass(true) twice each and returns whether the best
+// time of pass(true) is the shorter.
 template <class F>
 bool SecondIsFaster(const F& pass) {
   double best[2] = {1e30, 1e30};
@@ -95,8 +96,9 @@ void RegisterRmw(size_t n) {
 }
 
 // The read bandwidth: each thread reads its range as kReadStreams
-// interleaved streams, 128 bytes (a pair of lines) from each in turn. One core here reads one
-// sequential stream at ~12 GB/s but four at 15-17 (more lines in flight), so
+// interleaved streams, 128 bytes (a pair of lines) from each in turn. One
+// core here reads one sequential stream at ~12 GB/s but four at 15-17 (more
+// lines in flight), so
 // a single stream would understate what a kernel can reach (the M = 1
 // matmul reads four panels at once). Where software prefetching into L2,
 // kReadAhead bytes ahead in each stream, reads faster (as the decoding
