@@ -11,7 +11,9 @@
 // re-read from L1 or L2, so memory traffic is one read of x and one write of
 // y. Outputs far larger than the last-level cache (see SoftmaxRows) are
 // written with streaming stores from a per-thread scratch row, which saves
-// reading y's lines first. The exponential is a reduced-range one
+// reading y's lines first; on AVX-512 their rows of 4 KiB or more also
+// find the next row's maximum (its pass 1) during passes 2 and 3 (NextRow).
+// The exponential is a reduced-range one
 // (ExpNonPositive) since its argument is never positive; unlike Highway
 // 1.0.3's Exp, which returns 0 for NaN, it keeps NaN, so a NaN anywhere in a
 // row makes the sum and so the row NaN.
@@ -69,33 +71,109 @@ HWY_INLINE float RowExtreme(D d, const float* x, size_t n, bool negative) {
   return hn::GetLane(negative ? hn::MinOfLanes(d, ext[0]) : hn::MaxOfLanes(d, ext[0]));
 }
 
+// A row with a NaN among its valid entries comes out as the default NaN in
+// every valid column, whatever NaN came in: x86's max drops a NaN operand
+// or keeps it depending on the order it meets it, so the row's maximum may
+// be finite, infinite or NaN, and which one would otherwise show in the
+// output's bits (the input's NaN passed through, or a NaN made here). The
+// order differs where a row's maximum is found (RowExtreme, or the row
+// before it: NextRow), which depends on where a task's rows begin, so
+// without this the bits could depend on the thread count.
+HWY_INLINE void NanRow(float* y, size_t n) {
+  for (size_t k = 0; k < n; ++k) y[k] = NAN;
+}
+
+// A task's rows whose outputs are streamed come from memory. On AVX-512,
+// where rows of at least kPrefetchAhead floats (4 KiB) follow each other,
+// each row finds the extreme of the next (pass 1 of that row, which is then
+// skipped) during its own passes 2 and 3: one vector of the next row per
+// two vectors of those passes, its first half in pass 2 and the rest in
+// pass 3, each line prefetched into L2 kPrefetchAhead floats before it is
+// read (in address order: past the row's end, where rows are dense, that
+// is the row after it). So the reads from memory go on while both passes
+// compute and write, and no pass waits for them alone. Elsewhere passes 2
+// and 3 prefetch the next row into L2 (half each, PrefetchNextRowHalf) and
+// pass 1 reads it from there. One Xeon (family 6 model 167), two library
+// copies alternating in one process, medians over 5 processes of the
+// medians of per-round ratios, 1 / 2 threads: AVX-512 [2048, 32000] +10 /
+// +7 %, [65536, 2048] +3 / +4 %; fused at every row length, [131072, 1024]
+// -0.5 / +3 % and [262144, 512] +5 / -3 %; on AVX2 [65536, 2048] -3 / -4 %
+// (twice the operations a float, so the extra loads and maxima cost more
+// than pass 1 did). Loading the next row without the prefetch ahead was
+// 6-10 % slower than the halves: each load waited for memory. The fused
+// loops are their own instantiation (SoftmaxValid's kFuse): with the
+// checks for both kinds of next row in one loop, [65536, 2048] lost 2-4 %
+// instead of gaining. The maximum is exact and ignores order, so the bits
+// are those of pass 1 (with a NaN in the row, which the maximum may drop,
+// the row is NaN either way).
+constexpr bool kFuseNextRow = HWY_MAX_BYTES >= 64;
+
+struct NextRow {
+  const float* x;  // the next row, n >= 2 Lanes(d) valid columns
+  size_t n;
+  float extreme;   // found by the row before it: max(x) (min(x) if scale < 0)
+};
+
 // Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
 // Pass 2 writes the exponentials to tmp: y itself, or with kStream a scratch
 // row in L1/L2, from which pass 3 streams the result to y (no read of y's
 // lines from memory before they are written). next: the row computed next
-// (null: none), prefetched during passes 2 and 3, its first half in pass 2
-// and its second half in pass 3, one line per two lines of x, so that its
-// reads go on while pass 3 writes (PrefetchNextRowHalf).
-template <bool kStream, class D>
+// (null: none), prefetched during passes 2 and 3 (into L2 with kStream),
+// its first half in pass 2 and its second half in pass 3, one line per two
+// lines of x, so that its reads go on while pass 3 writes
+// (PrefetchNextRowHalf). known_extreme: this row's extreme if the row
+// before found it (else null); fused: the next row, whose extreme this row
+// finds instead of prefetching it (null: none; with kStream only, NextRow).
+template <bool kStream, bool kFuse = false, class D>
 HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
-                             float* tmp, const float* next) {
+                             float* tmp, const float* next, const float* known_extreme,
+                             NextRow* fused) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   const V vscale = hn::Set(d, scale);
   const size_t n_full = n - n % N;
+  const bool negative = scale < 0.0f;
+  // The next row's pass 1 (NextRow), kept in registers: its running
+  // extreme and the next vector to read.
+  V next_ext = hn::Set(d, negative ? INFINITY : -INFINITY);
+  size_t next_pos = 0;
+  const size_t next_n = kFuse ? fused->n : 0;
+  const size_t next_half = next_n / 2 / N * N;
+  const auto add_next = [&](V v) HWY_ATTR {
+    next_ext = negative ? hn::Min(next_ext, v) : hn::Max(next_ext, v);
+  };
+  // The vector at next_pos if it ends by `limit`.
+  const auto next_step = [&](size_t limit) HWY_ATTR {
+    if (next_pos + N > limit) return;
+    if (next_pos % kLineFloats < N) PrefetchToL2(fused->x + next_pos + kPrefetchAhead);
+    add_next(hn::LoadU(d, fused->x + next_pos));
+    next_pos += N;
+  };
+  // The rest of the next row and its last vector (which may overlap the
+  // ones before it); every return path calls this.
+  const auto next_finish = [&]() HWY_ATTR {
+    if (!kFuse) return;
+    while (next_pos + N <= next_n) next_step(next_n);
+    add_next(hn::LoadU(d, fused->x + next_n - N));
+    fused->extreme =
+        hn::GetLane(negative ? hn::MinOfLanes(d, next_ext) : hn::MaxOfLanes(d, next_ext));
+  };
 
   // Pass 1: m = max(scale * x) = scale * max(x) for scale >= 0 (rounding is
-  // monotone), scale * min(x) for scale < 0 (RowExtreme).
-  const float extreme = RowExtreme(d, x, n, scale < 0.0f);
+  // monotone), scale * min(x) for scale < 0 (RowExtreme). Skipped where the
+  // row before it found the extreme (NextRow).
+  const float extreme = known_extreme != nullptr ? *known_extreme : RowExtreme(d, x, n, negative);
   const float m = scale * extreme;
   if (m == INFINITY) {  // exp(inf - inf): NaN, as the definition gives
     for (size_t k = 0; k < n; ++k) y[k] = NAN;
+    next_finish();
     return;
   }
   if (m == -INFINITY) {  // every entry -inf or NaN (x86 max may drop a NaN)
     bool nan = false;
     for (size_t k = 0; k < n; ++k) nan |= isnan(x[k]);
     for (size_t k = 0; k < n; ++k) y[k] = nan ? NAN : 0.0f;
+    next_finish();
     return;
   }
 
@@ -107,9 +185,10 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   V s0 = hn::Zero(d), s1 = s0;
   // Pass 1 alone reads memory; while this pass and the next compute, the
   // next row (next, may be null) is prefetched, so the memory stream does
-  // not stop (AVX2, 1 / 2 threads: [8192, 512] 3.8-4.0 -> 4.7 / 7.2-7.5 ->
-  // 9.2-9.3 GB/s, [65536, 2048] 4.1-4.4 -> 4.9-5.0 / 7.5-8.1 -> 9.7, all of
-  // it prefetched here). Half here and half in pass 3: prefetched all here,
+  // not stop (with kFuse it is read instead: NextRow). AVX2, 1 / 2 threads:
+  // [8192, 512] 3.8-4.0 -> 4.7 / 7.2-7.5 -> 9.2-9.3 GB/s, [65536, 2048]
+  // 4.1-4.4 -> 4.9-5.0 / 7.5-8.1 -> 9.7 (all of it prefetched here). Half
+  // here and half in pass 3: prefetched all here,
   // a long row's reads stopped while pass 3 streamed it out (one Zen 4
   // core, medians of per-round ratios, [2048, 32000]: AVX-512 +15-20 %, two
   // threads +16 %, AVX2 +3 %; [8192, 512] +3-7 %, [65536, 2048] and
@@ -122,7 +201,11 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     V e[kK];
 #pragma GCC unroll 4
     for (size_t k = 0; k < kK; ++k) {
-      if (next != nullptr) PrefetchNextRowHalf<kStream>(d, next, 0, i + k * N);
+      if (kFuse) {
+        if (k % 2 == 0) next_step(next_half);
+      } else if (next != nullptr) {
+        PrefetchNextRowHalf<kStream>(d, next, 0, i + k * N);
+      }
       e[k] = hn::MulSub(hn::LoadU(d, x + i + k * N), vscale, vm);
     }
     ExpNonPositiveN<kK>(d, e);
@@ -132,7 +215,11 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     s1 = hn::Add(hn::Add(s1, e[1]), e[3]);
   }
   for (size_t k = 0; i < n_full; i += N, ++k) {
-    if (next != nullptr) PrefetchNextRowHalf<kStream>(d, next, 0, i);
+    if (kFuse) {
+      if (k % 2 == 0) next_step(next_half);
+    } else if (next != nullptr) {
+      PrefetchNextRowHalf<kStream>(d, next, 0, i);
+    }
     const V e = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
     hn::StoreU(e, d, tmp + i);
     if (k % 2 == 0) {
@@ -146,15 +233,29 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     s1 = hn::Add(s1, hn::IfThenZeroElse(hn::FirstN(d, N - n % N), last));
   }
   const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+  if (isnan(sum)) {  // a NaN in the row: the default NaN (NanRow)
+    NanRow(y, n);
+    next_finish();
+    return;
+  }
 
   // Pass 3: normalise (sum >= 1: the max entry contributes exp(~0)).
   const float inv = 1.0f / sum;
   if (kStream) {
+    if (kFuse) {
+      while (next_pos + N <= next_half) next_step(next_half);
+    }
+    size_t calls = 0;
     const auto one = [&](auto dd, size_t j) HWY_ATTR {
-      if (next != nullptr) PrefetchNextRowHalf<kStream>(dd, next, n, j);
+      if (kFuse) {
+        if (hn::Lanes(dd) == N && calls++ % 2 == 0) next_step(next_n);
+      } else if (next != nullptr) {
+        PrefetchNextRowHalf<kStream>(dd, next, n, j);
+      }
       return hn::Mul(hn::LoadU(dd, tmp + j), hn::Set(dd, inv));
     };
     WriteRow<true>(d, y, n, one, StreamStalls(y, tmp));
+    next_finish();
     return;
   }
   const V vinv = hn::Set(d, inv);
@@ -233,8 +334,22 @@ HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, fl
     s01 = hn::Add(s01, hn::IfThenZeroElse(fresh, last0));
     s11 = hn::Add(s11, hn::IfThenZeroElse(fresh, last1));
   }
-  const V inv0 = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, hn::Add(s00, s01))));
-  const V inv1 = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, hn::Add(s10, s11))));
+  const float sum0 = hn::GetLane(hn::SumOfLanes(d, hn::Add(s00, s01)));
+  const float sum1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(s10, s11)));
+  if (isnan(sum0) || isnan(sum1)) {  // rare: each row on its own (NanRow)
+    const auto finish = [&](float* y, V last, float sum) HWY_ATTR {
+      if (isnan(sum)) return NanRow(y, n);
+      const V inv = hn::Set(d, 1.0f / sum);
+      size_t j = 0;
+      for (; j < n_full; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + j), inv), d, y + j);
+      if (j != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
+    };
+    finish(y0, last0, sum0);
+    finish(y1, last1, sum1);
+    return true;
+  }
+  const V inv0 = hn::Set(d, 1.0f / sum0);
+  const V inv1 = hn::Set(d, 1.0f / sum1);
   for (i = 0; i < n_full; i += N) {
     hn::StoreU(hn::Mul(hn::LoadU(d, y0 + i), inv0), d, y0 + i);
     hn::StoreU(hn::Mul(hn::LoadU(d, y1 + i), inv1), d, y1 + i);
@@ -246,21 +361,28 @@ HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, fl
   return true;
 }
 
-// scratch: a row of cols floats for the streaming variant, or null; next:
-// as SoftmaxValid.
-HWY_INLINE void SoftmaxRow(const float* x, float* y, size_t cols, size_t n_valid,
-                           float scale, float* scratch, const float* next) {
-  const hn::ScalableTag<float> d;
+// scratch: a row of cols floats for the streaming variant, or null; next,
+// and with scratch known_extreme and fused: as SoftmaxValid (used only if
+// n_valid >= 2 Lanes(d)).
+template <class D>
+HWY_INLINE void SoftmaxRow(D d, const float* x, float* y, size_t cols, size_t n_valid,
+                           float scale, float* scratch, const float* next,
+                           const float* known_extreme, NextRow* fused) {
+  const hn::CappedTag<float, 1> d1;
   if (n_valid >= 2 * hn::Lanes(d)) {
     if (scratch != nullptr) {
-      SoftmaxValid<true>(d, x, y, n_valid, scale, scratch, next);
+      if (fused != nullptr) {
+        SoftmaxValid<true, true>(d, x, y, n_valid, scale, scratch, nullptr, known_extreme, fused);
+      } else {
+        SoftmaxValid<true>(d, x, y, n_valid, scale, scratch, next, known_extreme, nullptr);
+      }
     } else {
-      SoftmaxValid<false>(d, x, y, n_valid, scale, y, next);
+      SoftmaxValid<false>(d, x, y, n_valid, scale, y, next, nullptr, nullptr);
     }
   } else if (n_valid >= hn::Lanes(d)) {
-    SoftmaxValid<false>(d, x, y, n_valid, scale, y, nullptr);
+    SoftmaxValid<false>(d, x, y, n_valid, scale, y, nullptr, nullptr, nullptr);
   } else if (n_valid != 0) {
-    SoftmaxValid<false>(hn::CappedTag<float, 1>(), x, y, n_valid, scale, y, nullptr);
+    SoftmaxValid<false>(d1, x, y, n_valid, scale, y, nullptr, nullptr, nullptr);
   }
   for (size_t k = n_valid; k < cols; ++k) y[k] = 0.0f;  // masked
 }
@@ -285,13 +407,26 @@ void SoftmaxRows(const SoftmaxArgs& a) {
     // Without scratch memory the row is computed in y, as for small outputs.
     float* scratch = stream ? detail::ThreadScratch(a.cols) : nullptr;
     const hn::ScalableTag<float> d;
+    float known_extreme = 0.0f;  // of row r, if `known` (NextRow)
+    bool known = false;
     for (size_t r = begin; r < end; ++r) {
       const size_t n = SoftmaxValidCols(a.mask, a.q_len, a.cols, r);
       const float* x = a.x + r * a.ldx;
       float* y = a.y + r * a.ldy;
+      if (scratch != nullptr) {
+        const size_t next_n = r + 1 < end ? SoftmaxValidCols(a.mask, a.q_len, a.cols, r + 1) : 0;
+        NextRow fused{r + 1 < end ? x + a.ldx : nullptr, next_n, 0.0f};
+        const bool fuse = kFuseNextRow && n >= kPrefetchAhead && next_n >= kPrefetchAhead;
+        SoftmaxRow(d, x, y, a.cols, n, a.scale, scratch,
+                   !fuse && r + 1 < end ? x + a.ldx : nullptr, known ? &known_extreme : nullptr,
+                   fuse ? &fused : nullptr);
+        known = fuse;
+        known_extreme = fused.extreme;
+        continue;
+      }
       // Short rows in pairs where both have the same valid columns (no mask,
       // or equal ones), unless streamed.
-      if (scratch == nullptr && r + 1 < end && n >= 2 * hn::Lanes(d) &&
+      if (r + 1 < end && n >= 2 * hn::Lanes(d) &&
           n <= kPairMaxVectors * hn::Lanes(d) &&
           SoftmaxValidCols(a.mask, a.q_len, a.cols, r + 1) == n) {
         const float* next0 = r + 3 < end ? x + 2 * a.ldx : nullptr;
@@ -302,7 +437,8 @@ void SoftmaxRows(const SoftmaxArgs& a) {
           continue;
         }
       }
-      SoftmaxRow(x, y, a.cols, n, a.scale, scratch, r + 1 < end ? x + a.ldx : nullptr);
+      SoftmaxRow(d, x, y, a.cols, n, a.scale, nullptr, r + 1 < end ? x + a.ldx : nullptr, nullptr,
+                 nullptr);
     }
     if (scratch != nullptr) hwy::FlushStream();
   });
