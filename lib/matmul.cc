@@ -46,6 +46,11 @@ constexpr size_t kPackedABudget = size_t{8} << 20;
 // partial last panel is packed whole into scratch (1 MiB).
 constexpr size_t kInPlaceMaxK = 8192;
 
+// Decoding panels of at most this many k-steps (256 KiB of packed weights)
+// are short: their tiles prefetch the next panel on every CPU
+// (GemmPlan::next_panel in MakePlan).
+constexpr size_t kShortPanelK = 2048;
+
 // How a call (or a slab of its rows) is cut into work; see Gemm.
 struct GemmPlan {
   bool decode, in_place, stream_next, next_panel, stream_a;
@@ -97,8 +102,16 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // K = N = 4096, medians of per-round ratios over three runs: M = 8
   // +2-5 %, M = 4 +6-22 %; AVX2's M = 3 and M = 8 at K = N = 1024 (in
   // cache) the same within 2 %. Two tasks, already bound by memory, lost
-  // 5-13 % with it.
-  pl.next_panel = pl.decode && g.packed != nullptr && g.M > 1;  // and one task, below
+  // 5-13 % with it. Tiles of at most 4 rows over panels of more than
+  // kShortPanelK k-steps only where the CPU gains by it
+  // (detail::DecodeNextLongPanel): on a Xeon the second stream slowed the
+  // first (K = 4096, M = 3 / 4 by 30 / 23 %), while at K = 1024 and 2048,
+  // where a panel's own stream is short and restarts often, it still helped
+  // M = 8 (one thread, weights from memory, medians of per-round ratios in
+  // both orders, without it: K = 1024 / 2048, N = 4096, -6 / -5 %; M = 4
+  // +0 / +2 %).
+  pl.next_panel = pl.decode && g.packed != nullptr && g.M > 1 &&
+                  (g.K <= kShortPanelK || g.M > 4 || detail::DecodeNextLongPanel());
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
   pl.n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in

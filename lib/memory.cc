@@ -146,6 +146,11 @@ bool StreamSharedPackedA() {
   return stream;
 }
 
+bool DecodeNextLongPanel() {
+  static const bool next = EnvBool("TFK_DECODE_NEXT_PANEL", AmdWithAvx512());
+  return next;
+}
+
 namespace {
 struct Scratch {
   float* data = nullptr;

@@ -44,6 +44,22 @@ bool DecodeSpreadPrefetch();
 // environment variable TFK_STREAM_PACKED_A (0 or 1) overrides.
 bool StreamSharedPackedA();
 
+// Whether a decoding matmul tile of at most 4 rows that runs as the call's
+// only task prefetches the next panel of packed weights while it reads its
+// own, where panels are long (more than kShortPanelK k-steps; lib/matmul.cc,
+// GemmPlan::next_panel). Yes on AMD cores with AVX-512, where it was
+// measured to help (one Zen 4 core, K = N = 4096, M = 4: +6-22 %). No
+// elsewhere: on a Xeon (family 6 model 167), K = N = 4096, one thread,
+// medians of per-round ratios in both orders, without it: M = 2 / 3 / 4
+// +12 / +42 / +30 % with weights read from memory (4 layers of 64 MiB
+// called in turn), M = 3 / 4 +8 / +10 % with one layer's weights partly
+// cached; K = 4096, N = 1024, M = 4 +28 %; AVX2's M = 2 / 3 +35 / -2 %
+// from memory. (With more rows the results
+// were mixed there, so they keep it: from memory M = 5-14 gained 1-14 %
+// without it, but with cached weights M = 8 / 10 lost 20 / 17 %.) The
+// environment variable TFK_DECODE_NEXT_PANEL (0 or 1) overrides.
+bool DecodeNextLongPanel();
+
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.
 // Grows when asked for more (an allocation only the first time a thread sees
 // a larger size), so kernels in steady state allocate nothing. Returns null
