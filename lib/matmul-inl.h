@@ -259,39 +259,117 @@ HWY_INLINE TileFn TileForRows(size_t rows, bool prefetch) {
 // element is still one FMA chain over k in order: the same bits as Tile<1>.
 constexpr size_t kDecodePanels = kNV >= 8 ? 1 : 4;
 
-// a: the row of A (K = kc values); b: kP panels, panel_stride floats apart,
-// whole K each with rows ldk floats apart (packed: K kNR and kNR; unpacked
-// [K, N]: kNR and ldb); c: columns col0 .., of which n_cols remain
-// (> (kP - 1) kNR).
-template <size_t kP>
-HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a,
+// Decoding tiles of 2-6 rows (AVX-512) read several panels at once too:
+// the most (up to 4) whose B vectors and accumulators fit the 32 registers
+// with a broadcast, (kM + 1) kP kNV + 1 <= 32: 4 panels for 2 rows, 3 for
+// 3-4, 2 for 5-6. They had read one panel, one stream, with software
+// prefetches (Tile<kM, true>). One Xeon core (family 6 model 167), medians
+// of per-round ratios in both orders, K = N = 4096 with weights read from
+// memory (4 layers of 64 MiB called in turn): M = 2 / 3 / 4 / 5 / 6 +20 /
+// +4 / +8 / +6 / +13 %, two threads M = 2 / 4 / 6 +14 / +5 / +1 %; one
+// layer, partly cached: M = 2 / 3 / 4 / 6 +9 / +5 / +14 / -7 %; K = 1024
+// (16 layers): M = 2 / 4 +13 / +10 %. M = 7 on two panels (B as FMA
+// operands, 28 accumulators) gained 5 % from memory and lost 6-10 % in
+// cache, so 7 rows and more keep one panel.
+template <size_t kM>
+constexpr size_t DecodePanelsForRows() {
+  if (kM == 1) return kDecodePanels;
+  if (kNV > 2) return 1;
+  for (size_t p = 4; p >= 2; --p) {
+    if ((kM + 1) * p * kNV + 1 <= 32) return p;
+  }
+  return 1;
+}
+
+// kM rows of A (packed as [kc][kM] with kPackA, else rows lda apart; one
+// row: any) times kP panels of B: b, panel_stride floats apart, whole K
+// each with rows ldk floats apart (packed: K kNR and kNR; unpacked [K, N]:
+// kNR and ldb); c: rows ldc apart, columns col0 .., of which n_cols remain
+// (> (kP - 1) kNR); row0: the first row's index (bias and residual). Each C
+// element is one FMA chain over k in order: the bits of Tile<kM>.
+template <size_t kM, size_t kP>
+HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t lda,
                                 const float* HWY_RESTRICT b, size_t panel_stride, size_t ldk,
-                                float* c,
-                                size_t n_cols, size_t col0, const Epilogue& epi) {
+                                float* c, size_t ldc, size_t n_cols, size_t row0, size_t col0,
+                                const Epilogue& epi) {
+  constexpr size_t kMR = kM;  // for TFK_A_AT
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
-  V acc[kP][1][kNV];
+  V acc[kP][kM][kNV];
 #pragma GCC unroll 16
   for (size_t p = 0; p < kP; ++p) {
 #pragma GCC unroll 16
-    for (size_t j = 0; j < kNV; ++j) acc[p][0][j] = hn::Zero(d);
+    for (size_t i = 0; i < kM; ++i) {
+#pragma GCC unroll 16
+      for (size_t j = 0; j < kNV; ++j) acc[p][i][j] = hn::Zero(d);
+    }
   }
   for (size_t k = 0; k < kc; ++k) {
-    const V ak = hn::Set(d, a[k]);
+    if (kM == 1) {
+      // One row: each B vector is used once, straight from memory.
+      const V ak = hn::Set(d, a[k]);
 #pragma GCC unroll 16
-    for (size_t p = 0; p < kP; ++p) {
-      const float* bk = b + p * panel_stride + k * ldk;
+      for (size_t p = 0; p < kP; ++p) {
+        const float* bk = b + p * panel_stride + k * ldk;
 #pragma GCC unroll 16
-      for (size_t j = 0; j < kNV; ++j) {
-        acc[p][0][j] = hn::MulAdd(ak, hn::LoadU(d, bk + j * kLanes), acc[p][0][j]);
+        for (size_t j = 0; j < kNV; ++j) {
+          acc[p][0][j] = hn::MulAdd(ak, hn::LoadU(d, bk + j * kLanes), acc[p][0][j]);
+        }
+      }
+    } else {
+      // B's kP x kNV vectors loaded once for the kM rows, as in Tile.
+      V bv[kP][kNV];
+#pragma GCC unroll 16
+      for (size_t p = 0; p < kP; ++p) {
+#pragma GCC unroll 16
+        for (size_t j = 0; j < kNV; ++j) {
+          bv[p][j] = hn::LoadU(d, b + p * panel_stride + k * ldk + j * kLanes);
+        }
+      }
+#pragma GCC unroll 16
+      for (size_t i = 0; i < kM; ++i) {
+        const V ai = hn::Set(d, TFK_A_AT(a, lda, i, k));
+#pragma GCC unroll 16
+        for (size_t p = 0; p < kP; ++p) {
+#pragma GCC unroll 16
+          for (size_t j = 0; j < kNV; ++j) acc[p][i][j] = hn::MulAdd(ai, bv[p][j], acc[p][i][j]);
+        }
       }
     }
   }
 #pragma GCC unroll 16
   for (size_t p = 0; p < kP; ++p) {
     const size_t left = n_cols - p * kNR;
-    StoreTile<1>(d, acc[p], c + p * kNR, 0, left < kNR ? left : kNR, 0, col0 + p * kNR, epi);
+    StoreTile<kM>(d, acc[p], c + p * kNR, ldc, left < kNR ? left : kNR, row0, col0 + p * kNR,
+                  epi);
   }
+}
+
+// TileRowPanels<rows, DecodePanelsForRows<rows>()>, and that panel count,
+// for 1 .. 7 rows (null and 1 where there is no such tile).
+using RowPanelsFn = void (*)(size_t, const float*, size_t, const float*, size_t, size_t, float*,
+                             size_t, size_t, size_t, size_t, const Epilogue&);
+template <size_t kM>
+HWY_INLINE RowPanelsFn RowPanelsTile(size_t& panels) {
+  panels = DecodePanelsForRows<kM>();
+  if constexpr (DecodePanelsForRows<kM>() > 1) {
+    return &TileRowPanels<kM, DecodePanelsForRows<kM>()>;
+  } else {
+    return nullptr;
+  }
+}
+HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
+  panels = 1;
+  switch (rows) {
+    case 1: return RowPanelsTile<1>(panels);
+    case 2: return RowPanelsTile<2>(panels);
+    case 3: return RowPanelsTile<3>(panels);
+    case 4: return RowPanelsTile<4>(panels);
+    case 5: return RowPanelsTile<5>(panels);
+    case 6: return RowPanelsTile<6>(panels);
+    case 7: return RowPanelsTile<7>(panels);
+  }
+  return nullptr;
 }
 
 // Transposes a square block of kLanes x kLanes floats in registers: on

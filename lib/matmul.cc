@@ -244,15 +244,19 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
         const bool first = k0 == 0, last = k0 + kb == g.K;
         const float* ap = kPackA ? PackedPiece(g, pl, pa, m0, m1, k0, kb, own_a) : nullptr;
         size_t p = p0;
-        if (decode && g.M == 1 && kDecodePanels > 1) {
-          // Packed panels, or (in place) whole panels of B itself.
-          for (; p + kDecodePanels <= p1 && (!in_place || (p + kDecodePanels) * kNR <= g.N);
-               p += kDecodePanels) {
+        // Decoding rows (one row tile) several panels at a time where a tile
+        // exists for them (RowPanelsForRows): packed panels, or (in place,
+        // M = 1) whole panels of B itself. One row reads A unpacked.
+        size_t dp = 1;
+        const RowPanelsFn rows_panels =
+            decode && rt.n == 1 ? RowPanelsForRows(m1 - m0, dp) : nullptr;
+        if (rows_panels != nullptr && dp > 1) {
+          const float* a = m1 - m0 == 1 ? g.A + m0 * g.lda : ap;
+          for (; p + dp <= p1 && (!in_place || (p + dp) * kNR <= g.N); p += dp) {
             const size_t col0 = p * kNR;
             const float* b = in_place ? g.B + col0 : g.packed + p * g.K * kNR;
-            TileRowPanels<kDecodePanels>(g.K, g.A, b, in_place ? kNR : g.K * kNR,
-                                         in_place ? g.ldb : kNR, g.C + col0, g.N - col0, col0,
-                                         g.epi);
+            rows_panels(g.K, a, g.lda, b, in_place ? kNR : g.K * kNR, in_place ? g.ldb : kNR,
+                        g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0, col0, g.epi);
           }
         }
         for (; p < p1; ++p) {
