@@ -9,11 +9,16 @@
 
 namespace tfk_bench {
 
+// M tokens, K in, N out; `layers` layers of distinct weights of that shape
+// called in turn by each iteration (named with an _L<layers> suffix).
 struct Shape {
   size_t M, K, N;
+  size_t layers = 1;
   std::string Name() const {
-    return "M" + std::to_string(M) + "_K" + std::to_string(K) + "_N" + std::to_string(N);
+    return "M" + std::to_string(M) + "_K" + std::to_string(K) + "_N" + std::to_string(N) +
+           (layers > 1 ? "_L" + std::to_string(layers) : "");
   }
+  double Flops() const { return 2.0 * M * N * K * layers; }
 };
 
 inline std::vector<Shape> MatmulShapes() {
@@ -27,11 +32,22 @@ inline std::vector<Shape> MatmulShapes() {
   return shapes;
 }
 
-inline void SetMatmulCounters(benchmark::State& state, const Shape& s, double flops) {
+// Decoding with weights that come from memory: four layers of K = N = 4096
+// (256 MiB, the size of the largest memory/read benchmark) called in turn,
+// as a model's layers are, at M in {1, 2, 4, 8}. A single layer's 64 MiB
+// (the shapes above) stays partly in a last-level cache of that size or
+// more between calls, which a model's weights, read once per token, do not.
+inline std::vector<Shape> DecodeLayerShapes() {
+  std::vector<Shape> shapes;
+  for (size_t M : {1, 2, 4, 8}) shapes.push_back({M, 4096, 4096, 4});
+  return shapes;
+}
+
+inline void SetMatmulCounters(benchmark::State& state, const Shape& s) {
   state.counters["GFLOPS"] =
-      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(s.Flops() * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   if (s.M <= 8) {  // decoding: bound by reading the weights
-    state.SetBytesProcessed(static_cast<int64_t>(4.0 * s.K * s.N * state.iterations()));
+    state.SetBytesProcessed(static_cast<int64_t>(4.0 * s.K * s.N * s.layers * state.iterations()));
   }
 }
 

@@ -1,8 +1,12 @@
 // OpenBLAS cblas_sgemm and oneDNN's matmul (weights reordered once into its
-// preferred blocked layout) on the shapes of bench_matmul.cc, when configure
-// finds them. OpenBLAS's kernel choice is reported in the JSON context
+// preferred blocked layout) on the shapes of bench_matmul.cc (each layer of
+// a DecodeLayerShapes shape with weights of its own), when configure finds
+// them. OpenBLAS's kernel choice is reported in the JSON context
 // (openblas_corename): run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset
 // to let it pick its best kernel for this CPU.
+#include <memory>
+#include <vector>
+
 #include "bench_matmul.h"
 
 #ifdef TFK_BENCH_OPENBLAS
@@ -21,14 +25,20 @@ namespace {
 void RegisterOpenBlas(const Shape& s) {
   RegisterPerThreads("matmul/openblas/" + s.Name(), 0, [=](benchmark::State& state, int threads) {
     openblas_set_num_threads(threads);
-    Floats a(s.M * s.K), b(s.K * s.N, -0.05f, 0.05f), c(s.M * s.N);
+    Floats a(s.M * s.K), c(s.M * s.N);
+    std::vector<std::unique_ptr<Floats>> b;
+    for (size_t l = 0; l < s.layers; ++l) {
+      b.push_back(std::make_unique<Floats>(s.K * s.N, -0.05f, 0.05f));
+    }
     for (auto _ : state) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M),
-                  static_cast<int>(s.N), static_cast<int>(s.K), 1.0f, a.p, static_cast<int>(s.K),
-                  b.p, static_cast<int>(s.N), 0.0f, c.p, static_cast<int>(s.N));
+      for (const auto& bl : b) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.M),
+                    static_cast<int>(s.N), static_cast<int>(s.K), 1.0f, a.p, static_cast<int>(s.K),
+                    bl->p, static_cast<int>(s.N), 0.0f, c.p, static_cast<int>(s.N));
+      }
       benchmark::DoNotOptimize(c.p);
     }
-    SetMatmulCounters(state, s, 2.0 * s.M * s.N * s.K);
+    SetMatmulCounters(state, s);
     state.SetLabel(std::string("OpenBLAS ") + openblas_get_corename());
   });
 }
@@ -47,24 +57,33 @@ void RegisterOneDnn(const Shape& s) {
     memory::desc b_md({K, N}, memory::data_type::f32, memory::format_tag::ab);
     memory::desc c_md({M, N}, memory::data_type::f32, memory::format_tag::ab);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), eng);
-    Floats a(s.M * s.K), b(s.K * s.N, -0.05f, 0.05f), c(s.M * s.N);
-    memory a_mem(a_md, eng, a.p), b_user(b_md, eng, b.p), c_mem(c_md, eng, c.p);
-    memory b_mem(pd.weights_desc(), eng);
-    dnnl::reorder(b_user, b_mem).execute(strm, b_user, b_mem);  // pack once
-    strm.wait();
-    dnnl::matmul prim(pd);
-    for (auto _ : state) {
-      prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    Floats a(s.M * s.K), c(s.M * s.N);
+    memory a_mem(a_md, eng, a.p), c_mem(c_md, eng, c.p);
+    std::vector<memory> b_mem;  // one packed copy per layer
+    for (size_t l = 0; l < s.layers; ++l) {
+      Floats b(s.K * s.N, -0.05f, 0.05f);
+      memory b_user(b_md, eng, b.p);
+      b_mem.emplace_back(pd.weights_desc(), eng);
+      dnnl::reorder(b_user, b_mem.back()).execute(strm, b_user, b_mem.back());  // pack once
       strm.wait();
     }
-    SetMatmulCounters(state, s, 2.0 * s.M * s.N * s.K);
+    dnnl::matmul prim(pd);
+    for (auto _ : state) {
+      for (const memory& bl : b_mem) {
+        prim.execute(strm, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, bl}, {DNNL_ARG_DST, c_mem}});
+      }
+      strm.wait();
+    }
+    SetMatmulCounters(state, s);
     state.SetLabel("oneDNN packed");
   });
 }
 #endif
 
 const bool kRegistered = [] {
-  for (const Shape& s : MatmulShapes()) {
+  std::vector<Shape> shapes = MatmulShapes();
+  for (const Shape& s : DecodeLayerShapes()) shapes.push_back(s);
+  for (const Shape& s : shapes) {
 #ifdef TFK_BENCH_OPENBLAS
     RegisterOpenBlas(s);
 #endif

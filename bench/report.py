@@ -259,7 +259,7 @@ def plot_matmul(rows, peers, peak, path):
 
     by_kn = defaultdict(list)
     for (shape, t), by_isa in rows.items():
-        m = re.match(r"M(\d+)_K(\d+)_N(\d+)", shape)
+        m = re.match(r"M(\d+)_K(\d+)_N(\d+)$", shape)  # not the _L<layers> shapes
         if m:
             by_kn[(int(m.group(2)), int(m.group(3)), t)].append((int(m.group(1)), shape, by_isa))
     threads = sorted({t for (_, _, t) in by_kn})
