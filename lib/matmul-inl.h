@@ -288,26 +288,30 @@ constexpr size_t DecodePanelsForRows() {
 // (> (kP - 1) kNR); row0: the first row's index (bias and residual). Each C
 // element is one FMA chain over k in order: the bits of Tile<kM>.
 template <size_t kM, size_t kP>
-HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t lda,
+HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a_ks,
                                 const float* HWY_RESTRICT b, size_t panel_stride, size_t ldk,
-                                float* c, size_t ldc, size_t n_cols, size_t row0, size_t col0,
-                                const Epilogue& epi) {
-  constexpr size_t kMR = kM;  // for TFK_A_AT
+                                float* HWY_RESTRICT w, bool first, bool last, float* c,
+                                size_t ldc, size_t n_cols, size_t row0, size_t col0,
+                                const Epilogue& epi, size_t pf_dist) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kP][kM][kNV];
+  // fn(accumulator, its place in w) for each accumulator.
+  const auto each = [&](const auto& fn) HWY_ATTR {
 #pragma GCC unroll 16
-  for (size_t p = 0; p < kP; ++p) {
+    for (size_t p = 0; p < kP; ++p) {
 #pragma GCC unroll 16
-    for (size_t i = 0; i < kM; ++i) {
+      for (size_t i = 0; i < kM; ++i) {
 #pragma GCC unroll 16
-      for (size_t j = 0; j < kNV; ++j) acc[p][i][j] = hn::Zero(d);
+        for (size_t j = 0; j < kNV; ++j) fn(acc[p][i][j], w + (p * kM + i) * kNR + j * kLanes);
+      }
     }
-  }
+  };
+  each([&](V& v, float* wv) HWY_ATTR { v = first ? hn::Zero(d) : hn::Load(d, wv); });
   for (size_t k = 0; k < kc; ++k) {
     if (kM == 1) {
       // One row: each B vector is used once, straight from memory.
-      const V ak = hn::Set(d, a[k]);
+      const V ak = hn::Set(d, a[k * a_ks]);
 #pragma GCC unroll 16
       for (size_t p = 0; p < kP; ++p) {
         const float* bk = b + p * panel_stride + k * ldk;
@@ -317,6 +321,13 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t l
         }
       }
     } else {
+      if (pf_dist != 0) {
+#pragma GCC unroll 16
+        for (size_t p = 0; p < kP; ++p) {
+          PrefetchToL2(b + p * panel_stride + (k + pf_dist) * ldk);
+          PrefetchToL2(b + p * panel_stride + (k + pf_dist) * ldk + 16);
+        }
+      }
       // B's kP x kNV vectors loaded once for the kM rows, as in Tile.
       V bv[kP][kNV];
 #pragma GCC unroll 16
@@ -328,7 +339,7 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t l
       }
 #pragma GCC unroll 16
       for (size_t i = 0; i < kM; ++i) {
-        const V ai = hn::Set(d, TFK_A_AT(a, lda, i, k));
+        const V ai = hn::Set(d, a[k * a_ks + i]);
 #pragma GCC unroll 16
         for (size_t p = 0; p < kP; ++p) {
 #pragma GCC unroll 16
@@ -336,6 +347,10 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t l
         }
       }
     }
+  }
+  if (!last) {
+    each([&](V& v, float* wv) HWY_ATTR { hn::Store(v, d, wv); });
+    return;
   }
 #pragma GCC unroll 16
   for (size_t p = 0; p < kP; ++p) {
@@ -348,7 +363,8 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t l
 // TileRowPanels<rows, DecodePanelsForRows<rows>()>, and that panel count,
 // for 1 .. 7 rows (null and 1 where there is no such tile).
 using RowPanelsFn = void (*)(size_t, const float*, size_t, const float*, size_t, size_t, float*,
-                             size_t, size_t, size_t, size_t, const Epilogue&);
+                             bool, bool, float*, size_t, size_t, size_t, size_t,
+                             const Epilogue&, size_t);
 template <size_t kM>
 HWY_INLINE RowPanelsFn RowPanelsTile(size_t& panels) {
   panels = DecodePanelsForRows<kM>();
@@ -370,6 +386,52 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
     case 7: return RowPanelsTile<7>(panels);
   }
   return nullptr;
+}
+
+// Decoding tiles of 7-12 rows (AVX-512), whose accumulators leave no room
+// for a second panel, run as 2-3 sub-tiles of 3-4 rows over kSplitPanels
+// panels (3) instead, k-block by k-block (kSplitKc k-steps, 8 KiB of each
+// panel): the first sub-tile reads the block from memory, as three
+// streams, and prefetches the next block into L2; the others find it in
+// L1/L2. Partial sums wait in w between blocks (each C element is still one
+// FMA chain over k in order: the bits of Tile<rows>). FMAs per panel and
+// k-step are those of the one-panel tile (2 rows a vector), a second and
+// third load of each B vector aside. They had read one panel as one stream
+// with software prefetches (and the next panel as a second, where one task
+// ran): one Xeon core (family 6 model 167), K = N = 4096, medians of
+// per-round ratios in both orders, weights read from memory (4 layers of
+// 64 MiB called in turn): M = 7 / 8 / 10 / 12 / 14 +12 / +19-23 / +8 /
+// +6 / +2 %; one layer, its weights partly cached, M = 8 -4 %. Without the
+// prefetch M = 8 gained 10-13 % from memory and lost 15 % in cache; blocks
+// of 128 / 256 k-steps ran 2-8 % slower; (without it) sub-tiles of 2 rows
+// over 4 panels or of 2-3 rows over 3 ran 16 / 12 % slower than of 4 over
+// 3. M = 13-14 (four sub-tiles) gained 2 % and keep the one-panel tile.
+constexpr size_t kSplitPanels = DecodePanelsForRows<3>();
+static_assert(kSplitPanels == DecodePanelsForRows<4>(), "sub-tiles of 3 and 4 rows");
+constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12, kSplitKc = 64;
+
+// Rows [0, rows) of A (packed [K][rows]), 7 <= rows <= kSplitMaxRows,
+// against kSplitPanels packed panels from b (K kNR floats apart); w:
+// rows x kSplitPanels x kNR floats, 64-byte aligned; c, ldc, n_cols, row0,
+// col0: as TileRowPanels.
+HWY_INLINE void TileRowsSplit(size_t K, const float* a, size_t rows, const float* b, float* w,
+                              float* c, size_t ldc, size_t n_cols, size_t row0, size_t col0,
+                              const Epilogue& epi) {
+  if constexpr (kSplitPanels > 1) {
+    const size_t subs = (rows + 3) / 4, base = rows / subs, extra = rows % subs;
+    for (size_t kd = 0; kd < K; kd += kSplitKc) {
+      const size_t kl = K - kd < kSplitKc ? K - kd : kSplitKc;
+      const bool first = kd == 0, last = kd + kl == K;
+      for (size_t sub = 0, i0 = 0; sub < subs; ++sub) {
+        const size_t sr = base + (sub < extra ? 1 : 0);
+        const auto fn = sr == 4 ? &TileRowPanels<4, kSplitPanels> : &TileRowPanels<3, kSplitPanels>;
+        const size_t pf = sub == 0 && kd + kl + kSplitKc <= K ? kSplitKc : 0;
+        fn(kl, a + kd * rows + i0, rows, b + kd * kNR, K * kNR, kNR, w + i0 * kSplitPanels * kNR,
+           first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi, pf);
+        i0 += sr;
+      }
+    }
+  }
 }
 
 // Transposes a square block of kLanes x kLanes floats in registers: on

@@ -220,7 +220,9 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
     // place.
     const size_t b_floats = g.packed || (in_place && g.N % kNR == 0) ? 0 : kc * kNR;
     const size_t a_floats = kPackA && pa.data == nullptr ? mc * kc : 0;
-    float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + 16);
+    // Partial sums of TileRowsSplit.
+    const size_t split_floats = decode && kSplitPanels > 1 ? kSplitMaxRows * kSplitPanels * kNR : 0;
+    float* scratch = detail::ThreadScratch(w_floats + b_floats + a_floats + split_floats + 16);
     if (scratch == nullptr) {
       ok.store(false);
       return;
@@ -228,6 +230,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
     float* w = scratch;
     float* bs = scratch + w_floats;
     float* own_a = bs + b_floats;
+    float* split_w = scratch + (w_floats + b_floats + a_floats + 15) / 16 * 16;  // 64-byte aligned
     for (size_t item = begin; item < end;) {
       // A group: consecutive panels of one M chunk, at most `group` of them.
       const size_t chunk = item / n_panels;
@@ -251,12 +254,23 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
         const RowPanelsFn rows_panels =
             decode && rt.n == 1 ? RowPanelsForRows(m1 - m0, dp) : nullptr;
         if (rows_panels != nullptr && dp > 1) {
+          // A: one row unpacked, else packed as [K][rows].
           const float* a = m1 - m0 == 1 ? g.A + m0 * g.lda : ap;
+          const size_t a_ks = m1 - m0 == 1 ? 1 : m1 - m0;
           for (; p + dp <= p1 && (!in_place || (p + dp) * kNR <= g.N); p += dp) {
             const size_t col0 = p * kNR;
             const float* b = in_place ? g.B + col0 : g.packed + p * g.K * kNR;
-            rows_panels(g.K, a, g.lda, b, in_place ? kNR : g.K * kNR, in_place ? g.ldb : kNR,
-                        g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0, col0, g.epi);
+            rows_panels(g.K, a, a_ks, b, in_place ? kNR : g.K * kNR, in_place ? g.ldb : kNR,
+                        nullptr, true, true, g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0,
+                        col0, g.epi, 0);
+          }
+        }
+        if (decode && kSplitPanels > 1 && rt.n == 1 && g.packed != nullptr &&
+            m1 - m0 >= kSplitMinRows && m1 - m0 <= kSplitMaxRows) {
+          for (; p + kSplitPanels <= p1; p += kSplitPanels) {
+            const size_t col0 = p * kNR;
+            TileRowsSplit(g.K, ap, m1 - m0, g.packed + p * g.K * kNR, split_w,
+                          g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0, col0, g.epi);
           }
         }
         for (; p < p1; ++p) {

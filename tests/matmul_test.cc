@@ -210,10 +210,11 @@ TEST_P(MatmulTest, ExactAcrossRowSlabs) {
 TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   // M <= 14 take the decoding tiles; M = 1 runs 4 panels at once, and on
   // AVX-512 M = 2 4 panels, M = 3-4 3 and M = 5-6 2 (lib/matmul-inl.h,
-  // DecodePanelsForRows), then the rest one by one: 100 columns are 4
-  // panels, the last partial; 161 are 6, the last partial.
-  const size_t shapes[][2] = {{29, 45}, {1, 45},  {1, 100}, {1, 161}, {2, 161},
-                              {3, 161}, {4, 100}, {5, 161}, {6, 100}, {7, 100}};
+  // DecodePanelsForRows), M = 7-12 3 in sub-tiles (TileRowsSplit), then
+  // the rest one by one: 100 columns are 4 panels, the last partial; 161
+  // are 6, the last partial.
+  const size_t shapes[][2] = {{29, 45}, {1, 45},  {1, 100}, {1, 161}, {2, 161}, {3, 161},
+                              {4, 100}, {5, 161}, {6, 100}, {7, 100}, {12, 161}, {14, 100}};
   for (const auto& shape : shapes) {
     for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
       const size_t M = shape[0], K = 77, N = shape[1];
