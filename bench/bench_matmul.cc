@@ -6,7 +6,6 @@
 // K = N = 1024. Decode shapes (M = 1, 8) also report bytes/s of weights read,
 // as do the decoding shapes with four layers of weights called in turn
 // (DecodeLayerShapes, M in {1, 2, 4, 8}: weights from memory).
-#include <memory>
 #include <vector>
 
 #include "bench_matmul.h"

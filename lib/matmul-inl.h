@@ -281,12 +281,17 @@ constexpr size_t DecodePanelsForRows() {
   return 1;
 }
 
-// kM rows of A (packed as [kc][kM] with kPackA, else rows lda apart; one
-// row: any) times kP panels of B: b, panel_stride floats apart, whole K
-// each with rows ldk floats apart (packed: K kNR and kNR; unpacked [K, N]:
-// kNR and ldb); c: rows ldc apart, columns col0 .., of which n_cols remain
-// (> (kP - 1) kNR); row0: the first row's index (bias and residual). Each C
-// element is one FMA chain over k in order: the bits of Tile<kM>.
+// kM rows of A, element (i, k) at a[k a_ks + i] (packed A: a_ks is the
+// packed tile's row count, a sub-tile's a starts at its first row; one
+// unpacked row: a_ks = 1), times kP panels of B: b, panel_stride floats
+// apart, rows ldk floats apart (packed: K kNR and kNR; unpacked [K, N]:
+// kNR and ldb), kc k-steps of them. w: kP x kM x kNR partial sums, 64-byte
+// aligned, loaded unless `first` and stored unless `last` (null if both);
+// if last, c: rows ldc apart, columns col0 .., of which n_cols remain
+// (> (kP - 1) kNR), row0 the first row's index (bias and residual).
+// pf_dist: if not 0, each k-step prefetches row k + pf_dist of every panel
+// into L2, which the caller keeps within the panels. Each C element is one
+// FMA chain over k in order: the bits of Tile<kM>.
 template <size_t kM, size_t kP>
 HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a_ks,
                                 const float* HWY_RESTRICT b, size_t panel_stride, size_t ldk,
@@ -296,18 +301,18 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kP][kM][kNV];
-  // fn(accumulator, its place in w) for each accumulator.
+  // fn(accumulator, its offset in w) for each accumulator.
   const auto each = [&](const auto& fn) HWY_ATTR {
 #pragma GCC unroll 16
     for (size_t p = 0; p < kP; ++p) {
 #pragma GCC unroll 16
       for (size_t i = 0; i < kM; ++i) {
 #pragma GCC unroll 16
-        for (size_t j = 0; j < kNV; ++j) fn(acc[p][i][j], w + (p * kM + i) * kNR + j * kLanes);
+        for (size_t j = 0; j < kNV; ++j) fn(acc[p][i][j], (p * kM + i) * kNR + j * kLanes);
       }
     }
   };
-  each([&](V& v, float* wv) HWY_ATTR { v = first ? hn::Zero(d) : hn::Load(d, wv); });
+  each([&](V& v, size_t o) HWY_ATTR { v = first ? hn::Zero(d) : hn::Load(d, w + o); });
   for (size_t k = 0; k < kc; ++k) {
     if (kM == 1) {
       // One row: each B vector is used once, straight from memory.
@@ -349,7 +354,7 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
     }
   }
   if (!last) {
-    each([&](V& v, float* wv) HWY_ATTR { hn::Store(v, d, wv); });
+    each([&](V& v, size_t o) HWY_ATTR { hn::Store(v, d, w + o); });
     return;
   }
 #pragma GCC unroll 16

@@ -95,9 +95,11 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // (two threads M = 8 +41 %); M >= 64 on AVX-512, and M = 512 in cache
   // (K or N = 1024), the same within 1-2 %.
   pl.stream_next = !pl.decode && (g.packed != nullptr || g.layout == TFK_LAYOUT_KN);
-  // Decoding tiles of packed weights (M = 2..kMaxMR; M = 1 reads four
-  // panels at once) read one panel front to back, one stream: where the
-  // call runs as one task they also prefetch the next panel, a panel ahead
+  // Decoding tiles of packed weights that read one panel front to back, one
+  // stream (M = 2..kMaxMR, but on AVX-512 only M >= 13 and the panels that
+  // tiles of 2-12 rows, which read several at once, leave over; M = 1 reads
+  // four panels at once): where the call runs as one task they also
+  // prefetch the next panel, a panel ahead
   // (row k of panel p + 1 at step k), so two streams are in flight. One Zen 4 core,
   // K = N = 4096, medians of per-round ratios over three runs: M = 8
   // +2-5 %, M = 4 +6-22 %; AVX2's M = 3 and M = 8 at K = N = 1024 (in

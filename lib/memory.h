@@ -54,10 +54,13 @@ bool StreamSharedPackedA();
 // +12 / +42 / +30 % with weights read from memory (4 layers of 64 MiB
 // called in turn), M = 3 / 4 +8 / +10 % with one layer's weights partly
 // cached; K = 4096, N = 1024, M = 4 +28 %; AVX2's M = 2 / 3 +35 / -2 %
-// from memory. (With more rows the results
-// were mixed there, so they keep it: from memory M = 5-14 gained 1-14 %
-// without it, but with cached weights M = 8 / 10 lost 20 / 17 %.) The
-// environment variable TFK_DECODE_NEXT_PANEL (0 or 1) overrides.
+// from memory. (With more rows the results were mixed there, so they keep
+// it: from memory M = 5-14 gained 1-14 % without it, but with cached
+// weights M = 8 / 10 lost 20 / 17 %.) Since these runs, AVX-512's tiles of
+// 2-12 rows read several panels at once (lib/matmul-inl.h) and prefetch no
+// next panel; the choice now concerns the panels left over by them and
+// AVX2's tiles. The environment variable TFK_DECODE_NEXT_PANEL (0 or 1)
+// overrides.
 bool DecodeNextLongPanel();
 
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.

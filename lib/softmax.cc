@@ -23,6 +23,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <math.h>
+#include <stdint.h>
 
 #include "hwy/highway.h"
 #include "lib/elementwise-inl.h"
@@ -71,8 +72,8 @@ HWY_INLINE float RowExtreme(D d, const float* x, size_t n, bool negative) {
   return hn::GetLane(negative ? hn::MinOfLanes(d, ext[0]) : hn::MaxOfLanes(d, ext[0]));
 }
 
-// A row with a NaN among its valid entries comes out as the default NaN in
-// every valid column, whatever NaN came in: x86's max drops a NaN operand
+// A row with a NaN among its valid entries comes out as C's NAN (the
+// positive quiet NaN, 0x7fc00000) in every valid column, whatever NaN came in: x86's max drops a NaN operand
 // or keeps it depending on the order it meets it, so the row's maximum may
 // be finite, infinite or NaN, and which one would otherwise show in the
 // output's bits (the input's NaN passed through, or a NaN made here). The
@@ -145,7 +146,12 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // The vector at next_pos if it ends by `limit`.
   const auto next_step = [&](size_t limit) HWY_ATTR {
     if (next_pos + N > limit) return;
-    if (next_pos % kLineFloats < N) PrefetchToL2(fused->x + next_pos + kPrefetchAhead);
+    if (next_pos % kLineFloats < N) {
+      // Past the row's end this may leave the caller's buffer: the address
+      // is formed as an integer (a prefetch of any address is harmless).
+      PrefetchToL2(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(fused->x) +
+                                                 (next_pos + kPrefetchAhead) * sizeof(float)));
+    }
     add_next(hn::LoadU(d, fused->x + next_pos));
     next_pos += N;
   };
@@ -233,7 +239,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     s1 = hn::Add(s1, hn::IfThenZeroElse(hn::FirstN(d, N - n % N), last));
   }
   const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
-  if (isnan(sum)) {  // a NaN in the row: the default NaN (NanRow)
+  if (isnan(sum)) {  // a NaN in the row: NAN everywhere (NanRow)
     NanRow(y, n);
     next_finish();
     return;
