@@ -171,7 +171,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const float extreme = known_extreme != nullptr ? *known_extreme : RowExtreme(d, x, n, negative);
   const float m = scale * extreme;
   if (m == INFINITY) {  // exp(inf - inf): NaN, as the definition gives
-    for (size_t k = 0; k < n; ++k) y[k] = NAN;
+    NanRow(y, n);
     next_finish();
     return;
   }
@@ -342,18 +342,6 @@ HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, fl
   }
   const float sum0 = hn::GetLane(hn::SumOfLanes(d, hn::Add(s00, s01)));
   const float sum1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(s10, s11)));
-  if (isnan(sum0) || isnan(sum1)) {  // rare: each row on its own (NanRow)
-    const auto finish = [&](float* y, V last, float sum) HWY_ATTR {
-      if (isnan(sum)) return NanRow(y, n);
-      const V inv = hn::Set(d, 1.0f / sum);
-      size_t j = 0;
-      for (; j < n_full; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + j), inv), d, y + j);
-      if (j != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
-    };
-    finish(y0, last0, sum0);
-    finish(y1, last1, sum1);
-    return true;
-  }
   const V inv0 = hn::Set(d, 1.0f / sum0);
   const V inv1 = hn::Set(d, 1.0f / sum1);
   for (i = 0; i < n_full; i += N) {
@@ -364,6 +352,9 @@ HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, fl
     hn::StoreU(hn::Mul(last0, inv0), d, y0 + n - N);
     hn::StoreU(hn::Mul(last1, inv1), d, y1 + n - N);
   }
+  // A row with a NaN (rare): NAN everywhere, over what was just stored.
+  if (isnan(sum0)) NanRow(y0, n);
+  if (isnan(sum1)) NanRow(y1, n);
   return true;
 }
 
