@@ -298,15 +298,17 @@ constexpr size_t DecodePanelsForRows() {
 // aligned, loaded unless `first` and stored unless `last` (null if both);
 // if last, c: rows ldc apart, columns col0 .., of which n_cols remain
 // (> (kP - 1) kNR), row0 the first row's index (bias and residual).
-// With kM > 1, each k-step prefetches row k + pf_dist of every panel into
-// L2 if that is below pf_rows, the rows from b on (0: none). Each C element
-// is one FMA chain over k in order: the bits of Tile<kM>.
+// With kM > 1, each k-step prefetches row k + pf_dist of the panels into L2
+// if that is below pf_rows, the rows from b on (0: none): of its 2 kP lines
+// (line 2p + h: panel p, bytes 64h ..), those whose bit is set in pf_lines.
+// Each C element is one FMA chain over k in order: the bits of Tile<kM>.
 template <size_t kM, size_t kP>
 HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a_ks,
                                 const float* HWY_RESTRICT b, size_t panel_stride, size_t ldk,
                                 float* HWY_RESTRICT w, bool first, bool last, float* c,
                                 size_t ldc, size_t n_cols, size_t row0, size_t col0,
-                                const Epilogue& epi, size_t pf_dist, size_t pf_rows) {
+                                const Epilogue& epi, size_t pf_dist, size_t pf_rows,
+                                uint32_t pf_lines) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kP][kM][kNV];
@@ -338,8 +340,9 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
       if (k + pf_dist < pf_rows) {
 #pragma GCC unroll 16
         for (size_t p = 0; p < kP; ++p) {
-          PrefetchToL2(b + p * panel_stride + (k + pf_dist) * ldk);
-          PrefetchToL2(b + p * panel_stride + (k + pf_dist) * ldk + 16);
+          const float* row = b + p * panel_stride + (k + pf_dist) * ldk;
+          if (pf_lines & (1u << (2 * p))) PrefetchToL2(row);
+          if (pf_lines & (2u << (2 * p))) PrefetchToL2(row + 16);
         }
       }
       // B's kP x kNV vectors loaded once for the kM rows, as in Tile.
@@ -378,7 +381,7 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
 // for 1 .. 7 rows (null and 1 where there is no such tile).
 using RowPanelsFn = void (*)(size_t, const float*, size_t, const float*, size_t, size_t, float*,
                              bool, bool, float*, size_t, size_t, size_t, size_t,
-                             const Epilogue&, size_t, size_t);
+                             const Epilogue&, size_t, size_t, uint32_t);
 template <size_t kM>
 HWY_INLINE RowPanelsFn RowPanelsTile(size_t& panels) {
   panels = DecodePanelsForRows<kM>();
@@ -404,44 +407,60 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 
 // Decoding tiles of 7-12 rows (AVX-512), whose accumulators leave no room
 // for a second panel, run as 2-3 sub-tiles of 3-4 rows over kSplitPanels
-// panels (3) instead, k-block by k-block (kSplitKc k-steps, 8 KiB of each
-// panel): the first sub-tile reads the block from memory, as three
-// streams, and prefetches the next block into L2; the others find it in
-// L1/L2. Partial sums wait in w between blocks (each C element is still one
-// FMA chain over k in order: the bits of Tile<rows>). FMAs per panel and
-// k-step are those of the one-panel tile (2 rows a vector), a second and
-// third load of each B vector aside. They had read one panel as one stream
-// with software prefetches (and the next panel as a second, where one task
-// ran): one Xeon core (family 6 model 167), K = N = 4096, medians of
-// per-round ratios in both orders, weights read from memory (4 layers of
-// 64 MiB called in turn): M = 7 / 8 / 10 / 12 / 14 +12 / +19-23 / +8 /
-// +6 / +2 %; one layer, its weights partly cached, M = 8 -4 %. Without the
-// prefetch M = 8 gained 10-13 % from memory and lost 15 % in cache; blocks
-// of 128 / 256 k-steps ran 2-8 % slower; (without it) sub-tiles of 2 rows
-// over 4 panels or of 2-3 rows over 3 ran 16 / 12 % slower than of 4 over
-// 3. M = 13-14 (four sub-tiles) gained 2 % and keep the one-panel tile.
+// panels (3) instead, k-block by k-block: the first sub-tile reads the
+// block from memory, as three streams; the others find it in L1. Partial
+// sums wait in w between blocks (each C element is still one FMA chain over
+// k in order: the bits of Tile<rows>). FMAs per panel and k-step are those
+// of the one-panel tile (2 rows a vector), a second and third load of each
+// B vector aside. They had read one panel as one stream with software
+// prefetches (and the next panel as a second, where one task ran): one Xeon
+// core (family 6 model 167), K = N = 4096, medians of per-round ratios in
+// both orders, weights from memory (4 layers of 64 MiB called in turn):
+// M = 7 / 8 / 10 / 12 / 14 +12 / +19-23 / +8 / +6 / +2 % (M = 13-14, four
+// sub-tiles, keep the one-panel tile); sub-tiles of 2 rows over 4 panels or
+// of 2-3 over 3 ran 16 / 12 % slower than of 4 over 3.
+// Each sub-tile prefetches its share of the six lines of a k-step (a half
+// or a third) kSplitPrefetch k-steps ahead (3 KiB of each panel), so
+// prefetches go out whichever sub-tile computes. Where the weights come
+// from L3 or memory, blocks are short (kSplitKcStream k-steps): the
+// sub-tiles take turns often enough for the out-of-order core to overlap
+// one's FMAs with the next one's loads. Where the weights fit L2, blocks are
+// longer (kSplitKcCached), as each costs a sub-tile 24 loads and stores of
+// partial sums (M = 8, K = N = 512, one core: 32 k-steps -10 %, 8 -38 %).
+// Against blocks of 64 k-steps with the first sub-tile prefetching every
+// line a block ahead, same Xeon and method: from memory M = 7 / 8 / 9 / 10
+// / 11 / 12 +18 / +14 / +24 / +24 / +26 / +23 %, two threads M = 8 / 12 +6
+// / +17 %; K = N = 1024 (4 MiB, in L3) M = 8 / 12 +18 / +28 %; K = N = 512
+// (in L2) -2 to -3 %. Blocks of 16 / 64 k-steps from memory: M = 8 +9 / +0
+// %; prefetching 16 / 32 k-steps ahead +9 / +7 %; the first sub-tile
+// prefetching every line 24 k-steps ahead: M = 8 +14 %, M = 12 at K = 1024
+// -3 %.
 constexpr size_t kSplitPanels = DecodePanelsForRows<3>();
 static_assert(kSplitPanels == DecodePanelsForRows<4>(), "sub-tiles of 3 and 4 rows");
-constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12, kSplitKc = 64;
+constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12;
+constexpr size_t kSplitKcStream = 32, kSplitKcCached = 64, kSplitPrefetch = 24;
 
 // Rows [0, rows) of A (packed [K][rows]), 7 <= rows <= kSplitMaxRows,
-// against kSplitPanels packed panels from b (K kNR floats apart); w:
-// rows x kSplitPanels x kNR floats, 64-byte aligned; c, ldc, n_cols, row0,
-// col0: as TileRowPanels.
-HWY_INLINE void TileRowsSplit(size_t K, const float* a, size_t rows, const float* b, float* w,
-                              float* c, size_t ldc, size_t n_cols, size_t row0, size_t col0,
-                              const Epilogue& epi) {
+// against kSplitPanels packed panels from b (K kNR floats apart), kc
+// k-steps a block; w: rows x kSplitPanels x kNR floats, 64-byte aligned; c,
+// ldc, n_cols, row0, col0: as TileRowPanels.
+HWY_INLINE void TileRowsSplit(size_t K, size_t kc, const float* a, size_t rows, const float* b,
+                              float* w, float* c, size_t ldc, size_t n_cols, size_t row0,
+                              size_t col0, const Epilogue& epi) {
   if constexpr (kSplitPanels > 1) {
     const size_t subs = (rows + 3) / 4, base = rows / subs, extra = rows % subs;
-    for (size_t kd = 0; kd < K; kd += kSplitKc) {
-      const size_t kl = K - kd < kSplitKc ? K - kd : kSplitKc;
+    constexpr size_t kLines = 2 * kSplitPanels;
+    for (size_t kd = 0; kd < K; kd += kc) {
+      const size_t kl = K - kd < kc ? K - kd : kc;
       const bool first = kd == 0, last = kd + kl == K;
       for (size_t sub = 0, i0 = 0; sub < subs; ++sub) {
         const size_t sr = base + (sub < extra ? 1 : 0);
         const auto fn = sr == 4 ? &TileRowPanels<4, kSplitPanels> : &TileRowPanels<3, kSplitPanels>;
+        // This sub-tile's lines: [sub, sub + 1) x kLines / subs.
+        const uint32_t lines = (1u << ((sub + 1) * kLines / subs)) - (1u << (sub * kLines / subs));
         fn(kl, a + kd * rows + i0, rows, b + kd * kNR, K * kNR, kNR, w + i0 * kSplitPanels * kNR,
-           first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi, kSplitKc,
-           sub == 0 ? K - kd : 0);
+           first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi, kSplitPrefetch, K - kd,
+           lines);
         i0 += sr;
       }
     }

@@ -54,7 +54,7 @@ constexpr size_t kShortPanelK = 2048;
 // How a call (or a slab of its rows) is cut into work; see Gemm.
 struct GemmPlan {
   bool decode, in_place, stream_next, next_panel, stream_a;
-  size_t kc, n_panels, mc, m_chunks, group, cost;
+  size_t kc, split_kc, n_panels, mc, m_chunks, group, cost;
 };
 
 GemmPlan MakePlan(const GemmArgs& g) {
@@ -115,6 +115,9 @@ GemmPlan MakePlan(const GemmArgs& g) {
   pl.next_panel = pl.decode && g.packed != nullptr && g.M > 1 &&
                   (g.K <= kShortPanelK || g.M > 4 || detail::DecodeNextLongPanel());
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
+  // Split decoding tiles (TileRowsSplit) take short k-blocks where the
+  // weights come from L3 or memory, long ones where they fit L2.
+  pl.split_kc = g.K * g.N * sizeof(float) > blk.l2 ? kSplitKcStream : kSplitKcCached;
   pl.n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
   // rows (each cut into row tiles of balanced heights, RowTiles) so tasks
@@ -264,14 +267,14 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
             const float* b = in_place ? g.B + col0 : g.packed + p * g.K * kNR;
             rows_panels(g.K, a, a_ks, b, in_place ? kNR : g.K * kNR, in_place ? g.ldb : kNR,
                         nullptr, true, true, g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0,
-                        col0, g.epi, kRowPanelsPrefetch, g.K);
+                        col0, g.epi, kRowPanelsPrefetch, g.K, ~0u);
           }
         }
         if (decode && kSplitPanels > 1 && rt.n == 1 && g.packed != nullptr &&
             m1 - m0 >= kSplitMinRows && m1 - m0 <= kSplitMaxRows) {
           for (; p + kSplitPanels <= p1; p += kSplitPanels) {
             const size_t col0 = p * kNR;
-            TileRowsSplit(g.K, ap, m1 - m0, g.packed + p * g.K * kNR, split_w,
+            TileRowsSplit(g.K, pl.split_kc, ap, m1 - m0, g.packed + p * g.K * kNR, split_w,
                           g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0, col0, g.epi);
           }
         }
@@ -416,6 +419,7 @@ Blocking GetBlocking() {
     b.mc = static_cast<size_t>(l2) / 2 / (b.kc * sizeof(float));        // half of L2
     b.mc = b.mc < 48 ? 48 : (b.mc > 480 ? 480 : b.mc);
     b.nc_panels = 8;
+    b.l2 = static_cast<size_t>(l2);
     return b;
   }();
   return blocking;

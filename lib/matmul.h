@@ -29,9 +29,10 @@ inline size_t NumPanels(size_t N) { return (N + kNR - 1) / kNR; }
 //       a 32 KiB L1d, M = 512, K = N = 4096: kc = 128 -> 35.1, 256 -> 36.0,
 //       512 -> 36.5 GFLOP/s (peak 37);
 //   mc: the mc x kc block of A fills half of L2;
-//   nc: panels per group sharing a workspace of parked partial sums.
+//   nc: panels per group sharing a workspace of parked partial sums;
+//   l2: bytes of L2 (one core's).
 struct Blocking {
-  size_t kc, mc, nc_panels;
+  size_t kc, mc, nc_panels, l2;
 };
 Blocking GetBlocking();
 

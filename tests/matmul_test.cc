@@ -11,6 +11,8 @@
 // the result is exact and compared with ==.
 #include <tfk/tfk.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -176,6 +178,32 @@ TEST_P(MatmulTest, PackedEqualsUnpackedForEveryRowCount) {
       }
     }
   }
+}
+
+// Weights larger than one core's L2 take the split decoding tiles (M = 7-12
+// on AVX-512) in shorter k-blocks (lib/matmul.cc, split_kc): here twice L2
+// with K odd, so the last block is partial. Packed still equals unpacked
+// bit for bit, on one and two threads, and the reference.
+TEST_P(MatmulTest, PackedEqualsUnpackedBeyondL2) {
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 <= 0 || l2 > (32l << 20)) l2 = 2l << 20;
+  const size_t N = 100, K = static_cast<size_t>(l2) * 2 / (N * sizeof(float)) | 1;
+  Mat X(12, K), W(K, N), Y(12, N), Y2(12, N);
+  FillUniform(X.data(), 12 * X.ld, -1, 1, 31);
+  FillUniform(W.data(), K * W.ld, -1, 1, 32);
+  tfk::linear layer(K, N, W.data(), TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE, W.ld);
+  for (int threads : {1, 2}) {
+    for (size_t M = 7; M <= 12; ++M) {
+      WithThreads(threads, [&] {
+        layer.forward(M, X.data(), Y.data(), nullptr, X.ld, N);
+        tfk::check(tfk_matmul(M, N, K, 1, X.data(), X.ld, W.data(), W.ld, TFK_LAYOUT_KN, 0,
+                              Y2.data(), N));
+      });
+      ASSERT_TRUE(SameBits(Y.data(), Y2.data(), M * N)) << "M=" << M << " threads " << threads;
+    }
+  }
+  Mat C0(12, N);
+  ExpectGemm(X, W, TFK_LAYOUT_KN, C0, Y, 1, 0, K);
 }
 
 // A taller than the packed-A budget (8 Mi floats, lib/matmul.cc) goes
