@@ -271,14 +271,16 @@ constexpr size_t kDecodePanels = kNV >= 8 ? 1 : 4;
 // (16 layers): M = 2 / 4 +13 / +10 %. M = 7 on two panels (B as FMA
 // operands, 28 accumulators) gained 5 % from memory and lost 6-10 % in
 // cache, so 7 rows and more keep one panel.
-// These tiles also prefetch each panel kRowPanelsPrefetch k-steps (4 KiB)
-// ahead into L2, on top of the hardware's streams: against none, same
-// Xeon, medians of per-round ratios in both orders, from memory M = 2 / 3
-// / 4 / 5 / 6 +6 / +10 / +9-10 / +13-19 / +20 %, two threads M = 4 / 6 +10
-// / +22 %, one layer partly cached M = 4 / 6 +17 / +23 %, K = 1024 M = 4
-// +10 %; 2 KiB ahead about the same, 8 KiB less (M = 3 +3 %). M = 1 (no
-// prefetch) measured the same with it.
-constexpr size_t kRowPanelsPrefetch = 32;
+// These tiles also prefetch each panel kRowPanelsPrefetch k-steps (3 KiB)
+// ahead into L2, on top of the hardware's streams: 4 KiB ahead against
+// none, same Xeon, medians of per-round ratios in both orders, from memory
+// M = 2 / 3 / 4 / 5 / 6 +6 / +10 / +9-10 / +13-19 / +20 %, two threads M =
+// 4 / 6 +10 / +22 %, one layer partly cached M = 4 / 6 +17 / +23 %, K =
+// 1024 M = 4 +10 %; 8 KiB less (M = 3 +3 %). 3 KiB against 4: from memory
+// M = 2 / 3 / 4 / 5 / 6 +1 / +2 / +3 / +2 / +5 %, two threads M = 4 / 6 +2
+// / +4 %, K = 1024 (16 layers) M = 4 +3 %, one layer in L3 the same; 2 and
+// 2.5 KiB about as 3. M = 1 (no prefetch) measured the same with it.
+constexpr size_t kRowPanelsPrefetch = 24;
 
 template <size_t kM>
 constexpr size_t DecodePanelsForRows() {
@@ -438,7 +440,8 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 constexpr size_t kSplitPanels = DecodePanelsForRows<3>();
 static_assert(kSplitPanels == DecodePanelsForRows<4>(), "sub-tiles of 3 and 4 rows");
 constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12;
-constexpr size_t kSplitKcStream = 32, kSplitKcCached = 64, kSplitPrefetch = 24;
+constexpr size_t kSplitKcStream = 32, kSplitKcCached = 64;
+constexpr size_t kSplitPrefetch = kRowPanelsPrefetch;  // 24 k-steps
 
 // Rows [0, rows) of A (packed [K][rows]), 7 <= rows <= kSplitMaxRows,
 // against kSplitPanels packed panels from b (K kNR floats apart), kc
