@@ -109,6 +109,20 @@ HWY_INLINE void NanRow(float* y, size_t n) {
 // the row is NaN either way).
 constexpr bool kFuseNextRow = HWY_MAX_BYTES >= 64;
 
+// A next row of kNextStreamsMinCols floats (64 KiB) or more is read as
+// kNextStreams streams: each half cut into four segments, a vector of each
+// in turn, each prefetched ahead as above. One core here reads one
+// sequential stream at ~12 GB/s and four interleaved ones at 15-17 (as the
+// decoding matmul and memory/read found); with pass 3 writing to scratch
+// instead of y, the rows' reads alone had taken as long as one stream's.
+// Same Xeon and method (one process each), one thread: 16384 / 20000 /
+// 32000 / 40960 / 65536 / 128256 columns +2 / +1 / +7 / +10 / +12 / +9 %;
+// two threads 32000 / 128256 +1 / +8 %. Rows of 4096 lost 40 % (segments
+// of 2 KiB); 2 / 6 / 8 streams gained less than 4 at 32000 (+2 / +4 / 0
+// %), as did prefetching 8 KiB ahead or pass 3's segment heads during pass
+// 2. The variant runs out of line (SoftmaxFusedStreams).
+constexpr size_t kNextStreams = 4, kNextStreamsMinCols = 16384;
+
 struct NextRow {
   const float* x;  // the next row, n >= 2 Lanes(d) valid columns
   size_t n;
@@ -124,8 +138,9 @@ struct NextRow {
 // lines of x, so that its reads go on while pass 3 writes
 // (PrefetchNextRowHalf). known_extreme: this row's extreme if the row
 // before found it (else null); fused: the next row, whose extreme this row
-// finds instead of prefetching it (null: none; with kStream only, NextRow).
-template <bool kStream, bool kFuse = false, class D>
+// finds instead of prefetching it (null: none; with kStream only, NextRow),
+// reading it as kNS streams.
+template <bool kStream, bool kFuse = false, size_t kNS = 1, class D>
 HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
                              float* tmp, const float* next, const float* known_extreme,
                              NextRow* fused) {
@@ -143,16 +158,27 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const auto add_next = [&](V v) HWY_ATTR {
     next_ext = negative ? hn::Min(next_ext, v) : hn::Max(next_ext, v);
   };
+  // With kNS > 1 each half's first kNS seg[half] vectors are read in
+  // another order, kNS streams seg[half] vectors apart, the same vectors
+  // once each (the maximum ignores order).
+  const size_t seg[2] = {next_half / N / kNS, (next_n - next_half) / N / kNS};
   // The vector at next_pos if it ends by `limit`.
   const auto next_step = [&](size_t limit) HWY_ATTR {
     if (next_pos + N > limit) return;
-    if (next_pos % kLineFloats < N) {
+    size_t at = next_pos;
+    if constexpr (kNS > 1) {
+      const size_t base = next_pos < next_half ? 0 : next_half;
+      const size_t len = seg[base != 0];
+      const size_t q = (next_pos - base) / N;  // vector within the half
+      if (q < kNS * len) at = base + (q % kNS * len + q / kNS) * N;
+    }
+    if (at % kLineFloats < N) {
       // Past the row's end this may leave the caller's buffer: the address
       // is formed as an integer (a prefetch of any address is harmless).
       PrefetchToL2(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(fused->x) +
-                                                 (next_pos + kPrefetchAhead) * sizeof(float)));
+                                                 (at + kPrefetchAhead) * sizeof(float)));
     }
-    add_next(hn::LoadU(d, fused->x + next_pos));
+    add_next(hn::LoadU(d, fused->x + at));
     next_pos += N;
   };
   // The rest of the next row and its last vector (which may overlap the
@@ -361,6 +387,14 @@ HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, fl
 // scratch: a row of cols floats for the streaming variant, or null; next,
 // and with scratch known_extreme and fused: as SoftmaxValid (used only if
 // n_valid >= 2 Lanes(d)).
+// SoftmaxValid<true, true, kNextStreams> out of line: inlined beside the
+// other variants, it slowed theirs by 2-3 % ([65536, 2048], one thread).
+template <class D>
+HWY_NOINLINE void SoftmaxFusedStreams(D d, const float* x, float* y, size_t n, float scale,
+                                      float* tmp, const float* known_extreme, NextRow* fused) {
+  SoftmaxValid<true, true, kNextStreams>(d, x, y, n, scale, tmp, nullptr, known_extreme, fused);
+}
+
 template <class D>
 HWY_INLINE void SoftmaxRow(D d, const float* x, float* y, size_t cols, size_t n_valid,
                            float scale, float* scratch, const float* next,
@@ -369,7 +403,11 @@ HWY_INLINE void SoftmaxRow(D d, const float* x, float* y, size_t cols, size_t n_
   if (n_valid >= 2 * hn::Lanes(d)) {
     if (scratch != nullptr) {
       if (fused != nullptr) {
-        SoftmaxValid<true, true>(d, x, y, n_valid, scale, scratch, nullptr, known_extreme, fused);
+        if (fused->n >= kNextStreamsMinCols) {
+          SoftmaxFusedStreams(d, x, y, n_valid, scale, scratch, known_extreme, fused);
+        } else {
+          SoftmaxValid<true, true>(d, x, y, n_valid, scale, scratch, nullptr, known_extreme, fused);
+        }
       } else {
         SoftmaxValid<true>(d, x, y, n_valid, scale, scratch, next, known_extreme, nullptr);
       }

@@ -126,8 +126,9 @@ TEST_P(SoftmaxTest, HugeMagnitudesAndDenormals) {
 TEST_P(SoftmaxTest, InfinityAndNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // 1100: rows of 4 KiB or more, whose pass 1 a streamed call fuses into
-  // the row before (lib/softmax.cc, NextRow).
-  for (size_t cols : {1, 2, 7, 16, 17, 100, 1100}) {
+  // the row before (lib/softmax.cc, NextRow); 16411: read as several
+  // streams (kNextStreams).
+  for (size_t cols : {1, 2, 7, 16, 17, 100, 1100, 16411}) {
     const size_t rows = 7;
     Buffer x(rows * cols), y(rows * cols);
     FillUniform(x.data(), rows * cols, -3.0f, 3.0f, 11);
@@ -165,8 +166,10 @@ TEST_P(SoftmaxTest, CausalMask) {
   // q_len <= kv_len, q_len == kv_len and q_len > kv_len (leading rows see
   // nothing and are zero); {8, 1030}: rows of 1023-1030 valid columns, so a
   // streamed call fuses pass 1 into the row before for some rows and not
-  // for others (lib/softmax.cc, NextRow).
-  const size_t shapes[][2] = {{1, 1}, {5, 9}, {8, 8}, {17, 33}, {12, 7}, {64, 100}, {8, 1030}};
+  // for others (lib/softmax.cc, NextRow); {8, 16390}: rows of 16383-16390,
+  // the next row read as one stream or several (kNextStreamsMinCols).
+  const size_t shapes[][2] = {{1, 1},  {5, 9},     {8, 8},   {17, 33},
+                              {12, 7}, {64, 100}, {8, 1030}, {8, 16390}};
   for (const auto& s : shapes) {
     const size_t q_len = s[0], cols = s[1], rows = 3 * q_len;
     Buffer x(rows * cols), y(rows * cols);
@@ -205,8 +208,9 @@ TEST_P(SoftmaxTest, RowsSumToOneAndIgnoreAddedConstant) {
 TEST_P(SoftmaxTest, IdenticalBitsForAnyThreadCount) {
   // [64, 1100]: rows of 4 KiB or more, whose pass 1 a streamed call fuses
   // into the row before (lib/softmax.cc, NextRow), which rows begin a task
-  // depending on the thread count; with NaN, +inf and -inf rows.
-  const size_t shapes[][3] = {{512, 517, 64}, {64, 1100, 16}};  // rows, cols, q_len
+  // depending on the thread count; [32, 16411] too, the next row read as
+  // several streams; with NaN, +inf and -inf rows.
+  const size_t shapes[][3] = {{512, 517, 64}, {64, 1100, 16}, {32, 16411, 8}};  // rows, cols, q_len
   for (const auto& shape : shapes) {
     const size_t rows = shape[0], cols = shape[1], q_len = shape[2];
     Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);
