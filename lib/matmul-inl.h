@@ -441,7 +441,25 @@ constexpr size_t kSplitPanels = DecodePanelsForRows<3>();
 static_assert(kSplitPanels == DecodePanelsForRows<4>(), "sub-tiles of 3 and 4 rows");
 constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12;
 constexpr size_t kSplitKcStream = 32, kSplitKcCached = 64;
-constexpr size_t kSplitPrefetch = kRowPanelsPrefetch;  // 24 k-steps
+constexpr size_t kSplitPrefetch = kRowPanelsPrefetch;
+
+// Sub-tile `sub` of `subs`: its lines of a k-step (TileRowPanels' pf_lines),
+// [sub, sub + 1) x 2 kSplitPanels / subs.
+constexpr uint32_t SplitPrefetchLines(size_t sub, size_t subs) {
+  constexpr size_t kLines = 2 * kSplitPanels;
+  return (1u << ((sub + 1) * kLines / subs)) - (1u << (sub * kLines / subs));
+}
+static_assert(2 * kSplitPanels < 32, "a bit per line");
+constexpr uint32_t kSplitAllLines = (1u << 2 * kSplitPanels) - 1;
+static_assert((SplitPrefetchLines(0, 2) | SplitPrefetchLines(1, 2)) == kSplitAllLines &&
+                  (SplitPrefetchLines(0, 2) & SplitPrefetchLines(1, 2)) == 0,
+              "two sub-tiles prefetch every line once");
+static_assert((SplitPrefetchLines(0, 3) | SplitPrefetchLines(1, 3) | SplitPrefetchLines(2, 3)) ==
+                      kSplitAllLines &&
+                  (SplitPrefetchLines(0, 3) & SplitPrefetchLines(1, 3)) == 0 &&
+                  (SplitPrefetchLines(1, 3) & SplitPrefetchLines(2, 3)) == 0 &&
+                  (SplitPrefetchLines(0, 3) & SplitPrefetchLines(2, 3)) == 0,
+              "three sub-tiles prefetch every line once");
 
 // Rows [0, rows) of A (packed [K][rows]), 7 <= rows <= kSplitMaxRows,
 // against kSplitPanels packed panels from b (K kNR floats apart), kc
@@ -452,18 +470,15 @@ HWY_INLINE void TileRowsSplit(size_t K, size_t kc, const float* a, size_t rows, 
                               size_t col0, const Epilogue& epi) {
   if constexpr (kSplitPanels > 1) {
     const size_t subs = (rows + 3) / 4, base = rows / subs, extra = rows % subs;
-    constexpr size_t kLines = 2 * kSplitPanels;
     for (size_t kd = 0; kd < K; kd += kc) {
       const size_t kl = K - kd < kc ? K - kd : kc;
       const bool first = kd == 0, last = kd + kl == K;
       for (size_t sub = 0, i0 = 0; sub < subs; ++sub) {
         const size_t sr = base + (sub < extra ? 1 : 0);
         const auto fn = sr == 4 ? &TileRowPanels<4, kSplitPanels> : &TileRowPanels<3, kSplitPanels>;
-        // This sub-tile's lines: [sub, sub + 1) x kLines / subs.
-        const uint32_t lines = (1u << ((sub + 1) * kLines / subs)) - (1u << (sub * kLines / subs));
         fn(kl, a + kd * rows + i0, rows, b + kd * kNR, K * kNR, kNR, w + i0 * kSplitPanels * kNR,
            first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi, kSplitPrefetch, K - kd,
-           lines);
+           SplitPrefetchLines(sub, subs));
         i0 += sr;
       }
     }

@@ -116,7 +116,8 @@ GemmPlan MakePlan(const GemmArgs& g) {
                   (g.K <= kShortPanelK || g.M > 4 || detail::DecodeNextLongPanel());
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
   // Split decoding tiles (TileRowsSplit) take short k-blocks where the
-  // weights come from L3 or memory, long ones where they fit L2.
+  // layer's weights exceed one core's L2 (so come from L3 or memory, each
+  // call), long ones where they fit.
   pl.split_kc = g.K * g.N * sizeof(float) > blk.l2 ? kSplitKcStream : kSplitKcCached;
   pl.n_panels = NumPanels(g.N);
   // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in

@@ -111,7 +111,9 @@ constexpr bool kFuseNextRow = HWY_MAX_BYTES >= 64;
 
 // A next row of kNextStreamsMinCols floats (64 KiB) or more is read as
 // kNextStreams streams: each half cut into four segments, a vector of each
-// in turn, each prefetched ahead as above. One core here reads one
+// in turn, each line prefetched 4 KiB ahead of it as above (the first 4 KiB
+// of a segment are not, and some of a segment's prefetches fall on the next
+// segment's lines, already read). One core here reads one
 // sequential stream at ~12 GB/s and four interleaved ones at 15-17 (as the
 // decoding matmul and memory/read found); with pass 3 writing to scratch
 // instead of y, the rows' reads alone had taken as long as one stream's.
@@ -158,19 +160,19 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   const auto add_next = [&](V v) HWY_ATTR {
     next_ext = negative ? hn::Min(next_ext, v) : hn::Max(next_ext, v);
   };
-  // With kNS > 1 each half's first kNS seg[half] vectors are read in
-  // another order, kNS streams seg[half] vectors apart, the same vectors
-  // once each (the maximum ignores order).
-  const size_t seg[2] = {next_half / N / kNS, (next_n - next_half) / N / kNS};
+  // With kNS > 1 each half's first kNS seg_vecs[half] vectors are read in
+  // another order, kNS streams seg_vecs[half] vectors apart, the same
+  // vectors once each (the maximum ignores order).
+  const size_t seg_vecs[2] = {next_half / N / kNS, (next_n - next_half) / N / kNS};
   // The vector at next_pos if it ends by `limit`.
   const auto next_step = [&](size_t limit) HWY_ATTR {
     if (next_pos + N > limit) return;
     size_t at = next_pos;
     if constexpr (kNS > 1) {
       const size_t base = next_pos < next_half ? 0 : next_half;
-      const size_t len = seg[base != 0];
+      const size_t len = seg_vecs[base != 0];
       const size_t q = (next_pos - base) / N;  // vector within the half
-      if (q < kNS * len) at = base + (q % kNS * len + q / kNS) * N;
+      if (q < kNS * len) at = base + ((q % kNS) * len + q / kNS) * N;
     }
     if (at % kLineFloats < N) {
       // Past the row's end this may leave the caller's buffer: the address
@@ -384,9 +386,6 @@ HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, fl
   return true;
 }
 
-// scratch: a row of cols floats for the streaming variant, or null; next,
-// and with scratch known_extreme and fused: as SoftmaxValid (used only if
-// n_valid >= 2 Lanes(d)).
 // SoftmaxValid<true, true, kNextStreams> out of line: inlined beside the
 // other variants, it slowed theirs by 2-3 % ([65536, 2048], one thread).
 template <class D>
@@ -395,6 +394,9 @@ HWY_NOINLINE void SoftmaxFusedStreams(D d, const float* x, float* y, size_t n, f
   SoftmaxValid<true, true, kNextStreams>(d, x, y, n, scale, tmp, nullptr, known_extreme, fused);
 }
 
+// scratch: a row of cols floats for the streaming variant, or null; next,
+// and with scratch known_extreme and fused: as SoftmaxValid (used only if
+// n_valid >= 2 Lanes(d)).
 template <class D>
 HWY_INLINE void SoftmaxRow(D d, const float* x, float* y, size_t cols, size_t n_valid,
                            float scale, float* scratch, const float* next,

@@ -181,13 +181,18 @@ TEST_P(MatmulTest, PackedEqualsUnpackedForEveryRowCount) {
 }
 
 // Weights larger than one core's L2 take the split decoding tiles (M = 7-12
-// on AVX-512) in shorter k-blocks (lib/matmul.cc, split_kc): here twice L2
-// with K odd, so the last block is partial. Packed still equals unpacked
-// bit for bit, on one and two threads, and the reference.
+// on AVX-512) in shorter k-blocks (lib/matmul.cc, split_kc): here at least
+// twice L2 (as the library reads it; 4 MiB where it reports none) with K
+// odd, so the last block is partial. 200 columns are 7 panels, the last
+// partial: two tasks get 3-4 each, so both run a split tile. Packed still
+// equals unpacked bit for bit, on one and two threads, and the reference.
 TEST_P(MatmulTest, PackedEqualsUnpackedBeyondL2) {
-  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  long l2 = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
   if (l2 <= 0 || l2 > (32l << 20)) l2 = 2l << 20;
-  const size_t N = 100, K = static_cast<size_t>(l2) * 2 / (N * sizeof(float)) | 1;
+  const size_t N = 200, K = static_cast<size_t>(l2) * 2 / (N * sizeof(float)) | 1;
   Mat X(12, K), W(K, N), Y(12, N), Y2(12, N);
   FillUniform(X.data(), 12 * X.ld, -1, 1, 31);
   FillUniform(W.data(), K * W.ld, -1, 1, 32);

@@ -205,12 +205,44 @@ TEST_P(SoftmaxTest, RowsSumToOneAndIgnoreAddedConstant) {
   }
 }
 
+// A streamed call reads each half of a long next row as several streams,
+// in another order (lib/softmax.cc, kNextStreams): the row's maximum,
+// planted at the first or last vector of a segment, in the whole vectors
+// after the segments, on either side of the halfway point or in the last,
+// partial vector, must be found there, which gives the bits of the row
+// computed alone (finding its own maximum). Positions for 16 lanes.
+TEST_P(SoftmaxTest, NextRowMaximumFoundAnywhere) {
+  for (size_t cols : {16384, 16411, 16447}) {
+    const size_t half = cols / 2 / 16 * 16;
+    const size_t seg0 = half / 64 * 16, seg1 = (cols - half) / 64 * 16;  // floats a segment
+    std::vector<size_t> at = {4 * seg0, half - 1, half, half + 4 * seg1, cols - 17, cols - 1};
+    for (size_t k = 0; k < 4; ++k) {
+      for (size_t p : {k * seg0, (k + 1) * seg0 - 1, half + k * seg1, half + (k + 1) * seg1 - 1}) {
+        at.push_back(p);
+      }
+    }
+    Buffer x(2 * cols), y(2 * cols), alone(cols);
+    FillUniform(x.data(), 2 * cols, -3.0f, 3.0f, 17);
+    for (size_t p : at) {
+      const float kept = x[cols + p];
+      x[cols + p] = 10.0f;
+      WithThreads(1, [&] {
+        tfk::softmax(2, cols, x.data(), y.data());
+        tfk::softmax(1, cols, x.data() + cols, alone.data());
+      });
+      ASSERT_TRUE(SameBits(y.data() + cols, alone.data(), cols)) << cols << " at " << p;
+      x[cols + p] = kept;
+    }
+  }
+}
+
 TEST_P(SoftmaxTest, IdenticalBitsForAnyThreadCount) {
   // [64, 1100]: rows of 4 KiB or more, whose pass 1 a streamed call fuses
   // into the row before (lib/softmax.cc, NextRow), which rows begin a task
   // depending on the thread count; [32, 16411] too, the next row read as
   // several streams; with NaN, +inf and -inf rows.
-  const size_t shapes[][3] = {{512, 517, 64}, {64, 1100, 16}, {32, 16411, 8}};  // rows, cols, q_len
+  // rows, cols, q_len
+  const size_t shapes[][3] = {{512, 517, 64}, {64, 1100, 16}, {32, 16411, 8}};
   for (const auto& shape : shapes) {
     const size_t rows = shape[0], cols = shape[1], q_len = shape[2];
     Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);
