@@ -113,16 +113,16 @@ constexpr bool kFuseNextRow = HWY_MAX_BYTES >= 64;
 // kNextStreams streams: each half cut into four segments, a vector of each
 // in turn, each line prefetched 4 KiB ahead of it as above (the first 4 KiB
 // of a segment are not, and some of a segment's prefetches fall on the next
-// segment's lines, already read). One core here reads one
-// sequential stream at ~12 GB/s and four interleaved ones at 15-17 (as the
-// decoding matmul and memory/read found); with pass 3 writing to scratch
-// instead of y, the rows' reads alone had taken as long as one stream's.
-// Same Xeon and method (one process each), one thread: 16384 / 20000 /
-// 32000 / 40960 / 65536 / 128256 columns +2 / +1 / +7 / +10 / +12 / +9 %;
-// two threads 32000 / 128256 +1 / +8 %. Rows of 4096 lost 40 % (segments
-// of 2 KiB); 2 / 6 / 8 streams gained less than 4 at 32000 (+2 / +4 / 0
-// %), as did prefetching 8 KiB ahead or pass 3's segment heads during pass
-// 2. The variant runs out of line (SoftmaxFusedStreams).
+// segment's lines, already read). One core here reads one sequential stream
+// at ~12 GB/s and four interleaved ones at 15-17 (as the decoding matmul and
+// memory/read found); with pass 3 writing to scratch instead of y, the rows'
+// reads alone had taken as long as one stream's. Same Xeon and method (one
+// process each), one thread: 16384 / 20000 / 32000 / 40960 / 65536 / 128256
+// columns +2 / +1 / +7 / +10 / +12 / +9 %; two threads 32000 / 128256 +1 /
+// +8 %. Rows of 4096 lost 40 % (segments of 2 KiB); 2 / 6 / 8 streams gained
+// less than 4 at 32000 (+2 / +4 / 0 %), as did prefetching 8 KiB ahead or
+// pass 3's segment heads during pass 2. The variant runs out of line
+// (SoftmaxFusedStreams).
 constexpr size_t kNextStreams = 4, kNextStreamsMinCols = 16384;
 
 struct NextRow {
