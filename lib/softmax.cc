@@ -111,19 +111,23 @@ constexpr bool kFuseNextRow = HWY_MAX_BYTES >= 64;
 
 // A next row of kNextStreamsMinCols floats (64 KiB) or more is read as
 // kNextStreams streams: each half cut into four segments, a vector of each
-// in turn, each line prefetched 4 KiB ahead of it as above (the first 4 KiB
-// of a segment are not, and some of a segment's prefetches fall on the next
-// segment's lines, already read). One core here reads one sequential stream
-// at ~12 GB/s and four interleaved ones at 15-17 (as the decoding matmul and
-// memory/read found); with pass 3 writing to scratch instead of y, the rows'
-// reads alone had taken as long as one stream's. Same Xeon and method (one
-// process each), one thread: 16384 / 20000 / 32000 / 40960 / 65536 / 128256
-// columns +2 / +1 / +7 / +10 / +12 / +9 %; two threads 32000 / 128256 +1 /
-// +8 %. Rows of 4096 lost 40 % (segments of 2 KiB); 2 / 6 / 8 streams gained
-// less than 4 at 32000 (+2 / +4 / 0 %), as did prefetching 8 KiB ahead or
+// in turn, each line prefetched into L2 kNextStreamsAhead floats (512 bytes)
+// before it is read (the first lines of a segment are not). One core here
+// reads one sequential stream at ~12 GB/s and four interleaved ones at 15-17
+// (as the decoding matmul and memory/read found); with pass 3 writing to
+// scratch instead of y, the rows' reads alone had taken as long as one
+// stream's. Same Xeon and method (one process each), one thread, four
+// streams against one (each prefetched 4 KiB ahead): 16384 / 20000 / 32000 /
+// 40960 / 65536 / 128256 columns +2 / +1 / +7 / +10 / +12 / +9 %; two
+// threads 32000 / 128256 +1 / +8 %. Then 512 bytes ahead instead of 4 KiB (2
+// KiB ahead in all, against 16 KiB): 16384 / 20000 / 32000 / 40960 / 128256
+// +4 / +6 / +3 / +2 / +2 %, two threads 32000 +2 %; 1 KiB about as much, 256
+// bytes less. Rows of 2048-4096 lost 25-40 % as four streams. 2 / 6 / 8
+// streams gained less than 4 at 32000 (+2 / +4 / 0 %), as did prefetching
 // pass 3's segment heads during pass 2. The variant runs out of line
 // (SoftmaxFusedStreams).
 constexpr size_t kNextStreams = 4, kNextStreamsMinCols = 16384;
+constexpr size_t kNextStreamsAhead = 128;
 
 struct NextRow {
   const float* x;  // the next row, n >= 2 Lanes(d) valid columns
@@ -164,6 +168,8 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   // another order, kNS streams seg_vecs[half] vectors apart, the same
   // vectors once each (the maximum ignores order).
   const size_t seg_vecs[2] = {next_half / N / kNS, (next_n - next_half) / N / kNS};
+  // Each stream's lines are prefetched kAhead floats before they are read.
+  constexpr size_t kAhead = kNS > 1 ? kNextStreamsAhead : kPrefetchAhead;
   // The vector at next_pos if it ends by `limit`.
   const auto next_step = [&](size_t limit) HWY_ATTR {
     if (next_pos + N > limit) return;
@@ -178,7 +184,7 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
       // Past the row's end this may leave the caller's buffer: the address
       // is formed as an integer (a prefetch of any address is harmless).
       PrefetchToL2(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(fused->x) +
-                                                 (at + kPrefetchAhead) * sizeof(float)));
+                                                 (at + kAhead) * sizeof(float)));
     }
     add_next(hn::LoadU(d, fused->x + at));
     next_pos += N;
