@@ -305,6 +305,67 @@ HWY_INLINE void ExpForSigmoidN(D d, V* a) {
   }
 }
 
+// 2^(x[k] s[k]) kSigmoidScale for K vectors whose products satisfy -159 <=
+// x s <= 0, into e[k] (which may be s), for a sigmoid as ExpForSigmoidN's:
+// an exponential whose argument, in log2 units, is the product of two
+// floats the caller has not multiplied (GELU-tanh: |x| times its
+// polynomial in x^2, whose constants carry log2 e). With FMA the product is
+// never rounded: t = x s + magic rounds it (to sixteenths with the table,
+// else to integers, as ExpReducedN does) and r = x s - n leaves the rest,
+// rounded once (|r| <= 1/32 or 1/2). The reduction so takes 3 operations
+// where ExpReducedN takes 4-5 with the product (its multiplication, the
+// rounding, the subtraction, one FMA with ln2 or two Cody-Waite steps), and
+// the argument carries one rounding fewer. Without FMA (SSE4) the product
+// rounds once, as it did before the reduction; x s - n is then exact. The
+// polynomials are ExpReducedPolynomialN's in r ln2 (the coefficient of
+// degree j times ln2^j, rounded to float: < 0.3 u more), so the result is
+// within its 2.1 u (table) or 3 u, plus 2^-150 absolute once scaled down.
+// n >= -159 keeps the table's m within 12 bits, and the shifted bits (bias
+// 191) a normal 2^(n + 64); vscalefps rounds a subnormal result once, and
+// the other targets' sigmoid quotient does: 0 for x s < -150.
+template <size_t K, class D, class V = hn::Vec<D>>
+HWY_INLINE void Exp2OfProductForSigmoidN(D d, const V* x, const V* s, V* e) {
+  constexpr double kLn2 = 0.6931471805599453;
+  V t[K], n[K], r[K];
+  const V magic = hn::Set(d, kTableExp ? kTableExpMagic : 12582912.0f + 191.0f);
+#pragma GCC unroll 8
+  for (size_t k = 0; k < K; ++k) t[k] = hn::MulAdd(x[k], s[k], magic);
+#pragma GCC unroll 8
+  for (size_t k = 0; k < K; ++k) n[k] = hn::Sub(t[k], magic);
+#pragma GCC unroll 8
+  for (size_t k = 0; k < K; ++k) r[k] = hn::MulSub(x[k], s[k], n[k]);
+  if constexpr (kTableExp) {
+    constexpr float k1 = static_cast<float>(kLn2);
+    constexpr float k2 = static_cast<float>(0.50001615 * kLn2 * kLn2);
+    constexpr float k3 = static_cast<float>(0.16666807 * kLn2 * kLn2 * kLn2);
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) {
+      const V p_minus_1 = hn::Mul(
+          hn::MulAdd(hn::MulAdd(hn::Set(d, k3), r[k], hn::Set(d, k2)), r[k], hn::Set(d, k1)), r[k]);
+      const V table = Exp2Sixteenths(t[k]);
+      e[k] = Scalef(hn::MulAdd(table, p_minus_1, table), n[k]);
+    }
+  } else {
+    // ExpPolynomialN's coefficients (degree 6 down to 0) times ln2^degree.
+    static constexpr float kC[7] = {
+        static_cast<float>(0.001383684342727065 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2),
+        static_cast<float>(0.008374815806746483 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2),
+        static_cast<float>(0.04166822507977486 * kLn2 * kLn2 * kLn2 * kLn2),
+        static_cast<float>(0.16666419804096222 * kLn2 * kLn2 * kLn2),
+        static_cast<float>(0.49999991059303284 * kLn2 * kLn2),
+        static_cast<float>(kLn2),
+        1.0f};
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) e[k] = hn::Set(d, kC[0]);
+#pragma GCC unroll 6
+    for (size_t c = 1; c < 7; ++c) {
+#pragma GCC unroll 8
+      for (size_t k = 0; k < K; ++k) e[k] = hn::MulAdd(e[k], r[k], hn::Set(d, kC[c]));
+    }
+    TimesPow2FromBitsN<K>(d, t, e);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tfk
 HWY_AFTER_NAMESPACE();
