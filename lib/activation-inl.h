@@ -226,7 +226,7 @@ HWY_INLINE void GeluTanhN(D d, V* x) {
   TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], kGeluTanhMaxAbs);
   TFK_FOR_EACH_K e[k] = hn::MulAdd(hn::Mul(ax[k], ax[k]), hn::Set(d, float(kC2 * kLog2E)),
                                    hn::Set(d, float(kC1 * kLog2E)));
-  Exp2OfProductForSigmoidN<K>(d, ax, e, e);
+  Exp2OfProductForSigmoidN<K>(d, ax, e, static_cast<const V*>(nullptr), e);
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
 
@@ -239,8 +239,22 @@ template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void SiluN(D d, V* x) {
   V ax[K], e[K];
   TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], 104.0f);
-  TFK_FOR_EACH_K e[k] = hn::Neg(ax[k]);
-  ExpForSigmoidN<K, /*kClamp=*/false>(d, e);
+  if constexpr (HWY_NATIVE_FMA) {
+    // -|x| / ln2 = |x| (s + s_lo), s + s_lo = -log2 e to 48 bits; the
+    // exponential reduces the products exactly (Exp2OfProductForSigmoidN):
+    // one operation fewer than negating |x| and reducing by ln2 in two
+    // steps. Without FMA the product |x| s would round, hence the old form.
+    constexpr double kLog2E = 1.4426950408889634;
+    constexpr float kHi = static_cast<float>(kLog2E);
+    constexpr float kLo = static_cast<float>(kLog2E - kHi);
+    V s[K], lo[K];
+    TFK_FOR_EACH_K s[k] = hn::Set(d, -kHi);
+    TFK_FOR_EACH_K lo[k] = hn::Set(d, -kLo);
+    Exp2OfProductForSigmoidN<K, /*kLow=*/true>(d, ax, s, lo, e);
+  } else {
+    TFK_FOR_EACH_K e[k] = hn::Neg(ax[k]);
+    ExpForSigmoidN<K, /*kClamp=*/false>(d, e);
+  }
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
 

@@ -323,8 +323,10 @@ HWY_INLINE void ExpForSigmoidN(D d, V* a) {
 // n >= -159 keeps the table's m within 12 bits, and the shifted bits (bias
 // 191) a normal 2^(n + 64); vscalefps rounds a subnormal result once, and
 // the other targets' sigmoid quotient does: 0 for x s < -150.
-template <size_t K, class D, class V = hn::Vec<D>>
-HWY_INLINE void Exp2OfProductForSigmoidN(D d, const V* x, const V* s, V* e) {
+// kLow: the argument is x (s + s_lo), s_lo a low part of the factor (SiLU's
+// log2 e as two floats), added to r as x s_lo by one more FMA.
+template <size_t K, bool kLow = false, class D, class V = hn::Vec<D>>
+HWY_INLINE void Exp2OfProductForSigmoidN(D d, const V* x, const V* s, const V* s_lo, V* e) {
   constexpr double kLn2 = 0.6931471805599453;
   V t[K], n[K], r[K];
   const V magic = hn::Set(d, kTableExp ? kTableExpMagic : 12582912.0f + 191.0f);
@@ -334,6 +336,10 @@ HWY_INLINE void Exp2OfProductForSigmoidN(D d, const V* x, const V* s, V* e) {
   for (size_t k = 0; k < K; ++k) n[k] = hn::Sub(t[k], magic);
 #pragma GCC unroll 8
   for (size_t k = 0; k < K; ++k) r[k] = hn::MulSub(x[k], s[k], n[k]);
+  if (kLow) {
+#pragma GCC unroll 8
+    for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(x[k], s_lo[k], r[k]);
+  }
   if constexpr (kTableExp) {
     constexpr float k1 = static_cast<float>(kLn2);
     constexpr float k2 = static_cast<float>(0.50001615 * kLn2 * kLn2);
