@@ -113,10 +113,10 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // [K, N] weights); w: [kMR][32] partial sums. If last, applies the
 // epilogue and writes columns [0, n_valid) of the tile to c (stride ldc),
 // whose absolute position is (row0, col0) for bias and residual.
-// pf (may be null): one 64-byte line to prefetch per k-step, the caller's
-// share of the next panel slice (see Gemm), whose rows of 32 floats (two
-// lines) lie pf_ld floats apart: step k asks for line k % 2 of row k / 2
-// (packed slices: pf_ld = 32, so pf + 16 k). The decoding variant instead
+// pf (may be null): the caller's share of the next panel slice (see Gemm),
+// whose rows of 32 floats (two lines) lie pf_ld floats apart, one 64-byte
+// line every 2^pf_shift k-steps: step k = l 2^pf_shift asks for line l % 2
+// of row l / 2 (packed slices, pf_shift 0: pf_ld = 32, so pf + 16 k). The decoding variant instead
 // asks for both lines of row k of the next panel (GemmPlan::next_panel).
 //
 // The decoding variant (kPrefetch) prefetches its panel 64 k-steps (8 KiB)
@@ -145,7 +145,8 @@ template <size_t kMR, bool kPrefetch>
 HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
                        const float* HWY_RESTRICT b, size_t ldk, float* HWY_RESTRICT w, bool first,
                        bool last, float* c, size_t ldc, size_t n_valid, size_t row0,
-                       size_t col0, const Epilogue& epi, const float* pf, size_t pf_ld) {
+                       size_t col0, const Epilogue& epi, const float* pf, size_t pf_ld,
+                       size_t pf_shift) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kMR][kNV];
@@ -177,7 +178,10 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
         PrefetchToL2(pf + k * pf_ld + 16);
       }
     } else {
-      if (pf != nullptr) PrefetchToL2(pf + (k >> 1) * pf_ld + (k & 1) * 16);
+      if (pf != nullptr && (k & ((size_t{1} << pf_shift) - 1)) == 0) {
+        const size_t l = k >> pf_shift;
+        PrefetchToL2(pf + (l >> 1) * pf_ld + (l & 1) * 16);
+      }
       if (kPrefetchNextW && !first && k < 2 * kMR) hwy::Prefetch(w + kMR * kNR + k * 16);
     }
     if (kNV <= 2) {
@@ -218,7 +222,8 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
 }
 
 using TileFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, bool, bool, float*,
-                        size_t, size_t, size_t, size_t, const Epilogue&, const float*, size_t);
+                        size_t, size_t, size_t, size_t, const Epilogue&, const float*, size_t,
+                        size_t);
 
 // Tile kernels for 1 .. kMaxMR rows.
 // prefetch: the decoding variant, which prefetches B ahead.

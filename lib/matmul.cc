@@ -209,6 +209,15 @@ HWY_INLINE const float* PackedPiece(const GemmArgs& g, const GemmPlan& pl, const
   return dst;
 }
 
+// The row tiles of a panel slice prefetch the slice their task reads next
+// into L2, each a share: the first 2 tiles one line a k-step each, or, where
+// an M chunk has kPrefetchTiles tiles or more, the first kPrefetchTiles one
+// line every kPrefetchTiles / 2 = 2^kPrefetchTilesShift k-steps, which
+// leaves the tiles' own misses more room (one Xeon core, M = 64, K = N =
+// 4096 +10 %; 8 tiles lost 2-3 % at K = 4096, N = 1024; docs/matmul.md).
+constexpr size_t kPrefetchTiles = 4, kPrefetchTilesShift = 1;
+static_assert(size_t{2} << kPrefetchTilesShift == kPrefetchTiles, "a line every 2^shift k-steps");
+
 // Work split: items are (M chunk of mc rows, panel) pairs, numbered
 // chunk-major, so a task's contiguous range walks the panels of one M chunk
 // (its A block stays in cache) before moving on. Every item covers all of K.
@@ -312,11 +321,15 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
               next = g.packed ? g.packed + (np * g.K + nk0) * kNR : g.B + nk0 * g.ldb + np * kNR;
             }
           }
-          // Tile t prefetches rows [t h, (t + 1) h) of the next slice, h =
-          // kb / 2 (one line a k-step), if they lie within it (an odd kb, on
-          // the last k-block only, overlaps the next tile's share by a line).
+          // Tile t of the first pf_tiles prefetches rows [t h, (t + 1) h) of
+          // the next slice, h = kb / pf_tiles (a line every pf_tiles / 2
+          // k-steps), if they lie within it (an odd kb, on the last k-block
+          // only, overlaps the next tile's share by a line).
           // A decoding tile with next_panel asks for the next panel itself.
-          const size_t h = kb / 2;
+          size_t pf_tiles = 2;
+          if (rt.n >= kPrefetchTiles && kb % kPrefetchTiles == 0) pf_tiles = kPrefetchTiles;
+          const size_t pf_shift = pf_tiles == 2 ? 0 : kPrefetchTilesShift;
+          const size_t h = kb / pf_tiles;
           for (size_t t = 0; t < rt.n; ++t) {
             const size_t r = m0 + rt.Start(t), rows = rt.Rows(t);
             float* wt = w + ((p - p0) * mc + (r - m0)) * kNR;
@@ -329,7 +342,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
             }
             TileForRows(rows, decode)(kb, a, g.lda, bslice, ldk, wt, first, last,
                                       g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf,
-                                      next_ld);
+                                      next_ld, pf_shift);
           }
         }
       }
