@@ -13,7 +13,7 @@
 // tests/activation_test.cc):
 //   GELU_erf:  15 u relative (24 u without FMA, SSE4), plus (|x| + 4) 2^-149
 //              absolute near underflow;
-//   GELU_tanh: (8 + 6 |2u|) u relative (the exp argument carries about 4
+//   GELU_tanh: (8 + 6 |2u|) u relative (the exp argument carries about 3
 //              roundings of a value of size |2u|), plus (|x| + 4) 2^-149
 //              absolute;
 //   SiLU:      6 u relative, plus (|x| + 4) 2^-149 absolute.
@@ -22,7 +22,7 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~28, GELU-tanh ~16 (AVX-512) and SiLU ~20 (on
+// counts: GELU-erf takes ~28, GELU-tanh ~16 (AVX-512) and SiLU ~15 (on
 // AVX-512 the exponential's table takes 2 of them off the FMA pipes,
 // kTableExp, and the clamp of |x| is one operation instead of two,
 // ClampedAbs). Each is one long chain of dependent operations, so the row
@@ -209,12 +209,13 @@ HWY_INLINE void GeluErfN(D d, V* x) {
 // two constants carry their own, about 3 roundings of a value of size |2u|
 // in all; the product |x| s is never rounded (with FMA), as the exponential
 // takes its two factors (Exp2OfProductForSigmoidN). Against forming -2u and
-// calling ExpForSigmoidN: 2 operations fewer on AVX-512 (of ~18), one AVX2
-// (its clamp) two more; two library copies alternating in one process, one
-// Xeon core (family 6 model 167), medians of per-round ratios in both
-// orders, 256 Ki floats: AVX-512 +7 % on one and two threads.
+// reducing it by ln2 in two Cody-Waite steps: 2 operations fewer on AVX-512
+// (of ~18), 3 on AVX2 (its exponential's clamp too); two library copies
+// alternating in one process, one Xeon core (family 6 model 167), medians
+// of per-round ratios in both orders, 256 Ki floats: AVX-512 +10-13 % (two
+// threads +10 %), AVX2 +23-26 %, SSE4 +24 %.
 // |x| is clamped at 10.9, where e = exp(-2u) rounds to 0 (2u = 109.8, -2u /
-// ln2 = -158.4, e < 2^-158), within the exponential's range (>= -159).
+// ln2 = -158.4, e < 2^-158), within the exponential's range (>= -190).
 constexpr float kGeluTanhMaxAbs = 10.9f;
 
 template <size_t K, class D, class V = hn::Vec<D>>
@@ -222,10 +223,10 @@ HWY_INLINE void GeluTanhN(D d, V* x) {
   V ax[K], e[K];
   // -2u / ln2 = |x| (c1 + c2 x^2) log2 e; the product with |x| is left to
   // the exponential's FMAs (Exp2OfProductForSigmoidN).
-  constexpr double kC1 = -1.5957691216057308, kC2 = 0.044715 * kC1, kLog2E = 1.4426950408889634;
+  constexpr double kC1 = -1.5957691216057308 * kLog2E, kC2 = 0.044715 * kC1;
   TFK_FOR_EACH_K ax[k] = ClampedAbs(d, x[k], kGeluTanhMaxAbs);
-  TFK_FOR_EACH_K e[k] = hn::MulAdd(hn::Mul(ax[k], ax[k]), hn::Set(d, float(kC2 * kLog2E)),
-                                   hn::Set(d, float(kC1 * kLog2E)));
+  TFK_FOR_EACH_K e[k] = hn::MulAdd(hn::Mul(ax[k], ax[k]), hn::Set(d, static_cast<float>(kC2)),
+                                   hn::Set(d, static_cast<float>(kC1)));
   Exp2OfProductForSigmoidN<K>(d, ax, e, static_cast<const V*>(nullptr), e);
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }
@@ -243,8 +244,10 @@ HWY_INLINE void SiluN(D d, V* x) {
     // -|x| / ln2 = |x| (s + s_lo), s + s_lo = -log2 e to 48 bits; the
     // exponential reduces the products exactly (Exp2OfProductForSigmoidN):
     // one operation fewer than negating |x| and reducing by ln2 in two
-    // steps. Without FMA the product |x| s would round, hence the old form.
-    constexpr double kLog2E = 1.4426950408889634;
+    // Cody-Waite steps (AVX-512 / AVX2 +2-3 % at 256 Ki floats, one core).
+    // ExpNonPositiveN (its one-step reduction) would take as many but add
+    // up to 0.046 |x| u (4.8 u at 104), past SiLU's 6 u. Without FMA the
+    // product |x| s would round: SSE4 negates |x| and reduces in two steps.
     constexpr float kHi = static_cast<float>(kLog2E);
     constexpr float kLo = static_cast<float>(kLog2E - kHi);
     V s[K], lo[K];

@@ -18,10 +18,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Both exponentials below share one reduction and polynomial: n =
 // round(a / ln 2) by the 1.5*2^23 rounding trick (the same add leaves n + bias
 // in the low mantissa bits of t, which a shift turns into 2^(n + bias - 127)),
-// r = a - n ln 2 in two Cody-Waite steps (ln 2 = C1 + C2, C1 with 9 bits so
-// n*C1 is exact), and a degree-6 polynomial for e^r on |r| <= ln2/2 (fitted
-// on relative error: 1.9e-9, 1.7 u in float Horner). AVX-512 rounds to
-// sixteenths instead and takes 2^(j/16) from a table (kTableExp, below).
+// r = a - n ln 2 (one FMA with ln 2 rounded to float, or without FMA two
+// Cody-Waite steps: ExpReducedN), and a degree-6 polynomial for e^r on |r|
+// <= ln2/2 (fitted on relative error: 1.9e-9, 1.7 u in float Horner).
+// AVX-512 rounds to sixteenths instead and takes 2^(j/16) from a table
+// (kTableExp, below).
 //
 // The *N forms work on K vectors at once, each step applied to all K before
 // the next. One exponential is a chain of ~12 dependent operations (~60
@@ -30,23 +31,27 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Interleaved, K independent chains sit side by side (AVX2 here, softmax's
 // exponential pass over a row in L1: 9.3 -> 8.0 ns per vector with K = 4).
 //
+// The reduction. With FMA r = a - n LN2F is one FMA, LN2F = ln 2 rounded to
+// float (1.9e-9 above ln 2; the product is exact inside the FMA, r rounded
+// once): e^r then comes out e^(|n| (LN2F - ln2)) too large for a <= 0, |n|
+// <= |a| / ln2 + 1/2 (1/32 with the table): a relative error <= 2.75e-9 |a|
+// + 1e-9, (0.046 |a| + 0.016) u, which the softmax and attention bounds
+// carry as 0.05 |a| u (the constant within the exponential's 3 u). Against
+// two Cody-Waite steps, one Xeon core (family 6 model 167), softmax [64,
+// 2048], medians of per-round ratios in both orders: AVX-512 +5 %, AVX2
+// +6-7 %, on one and two threads; [2048, 32000] +1 %; causal attention
+// prefill the same. Without FMA (SSE4) n LN2F would round: two Cody-Waite
+// steps, ln 2 = C1 + C2 with C1 of 9 bits, so n C1 is exact.
 // kNegHalf: the argument is -a/2 for a >= 0 (GELU-erf's -x^2/2, whose x^2
 // then needs no halving of its own), and r comes out as -2 r. Both scalings
 // are exact powers of two, folded into the constants (here and in
-// ExpPolynomialN's coefficients). Its reduction takes one FMA with ln2
-// rounded to float (LN2F) instead of two Cody-Waite steps: e^r then comes out
-// e^(|n| (LN2F - ln2)) too large, by at most 1 + 2.9e-7 (4.8 u) at GELU-erf's
-// |n| <= 150; |n| = a / (2 ln2) to within 1/2, so that factor is a smooth
-// function of a that GELU-erf's fit takes out (tools/fit_erfcx.py), to
-// within 1e-9 (AVX-512: n in sixteenths, 6e-11). The FMA rounds -2 r (|-2 r|
-// <= ln2 + 2 ulp(a)) once: <= 0.1 u of e^r.
-// The table form (AVX-512) reduces every argument so, with one FMA instead
-// of two Cody-Waite steps: e^a then comes out e^(|n| (LN2F - ln2)), |n| <=
-// |a| / ln2 + 1/32, too large, a relative error <= 2.75e-9 |a| = 0.046 |a|
-// u, which the softmax and attention bounds carry as 0.05 |a| u (softmax
-// [64, 2048], one Xeon core (family 6 model 167), medians of per-round
-// ratios in both orders: +5 % on one and two threads; [2048, 32000] +1 %;
-// causal attention prefill the same).
+// ExpPolynomialN's coefficients). Its reduction is by LN2F on every target
+// (without FMA in two steps whose constants sum to LN2F exactly): the
+// factor e^(|n| (LN2F - ln2)), at most 1 + 2.9e-7 (4.8 u) at GELU-erf's
+// |n| <= 150, |n| = a / (2 ln2) to within 1/2, is a smooth function of a
+// that GELU-erf's fit takes out (tools/fit_erfcx.py), to within 1e-9
+// (AVX-512: n in sixteenths, 6e-11). The FMA rounds -2 r (|-2 r| <= ln2 + 2
+// ulp(a)) once: <= 0.1 u of e^r.
 template <size_t K, bool kNegHalf = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
   constexpr float s = kNegHalf ? -0.5f : 1.0f;  // the argument is s a
@@ -68,16 +73,36 @@ HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(n[k], hn::Set(d, 2 * (kLn2F - kC1)), r[k]);
 #endif
-  } else if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3) {
-    // kTableExp (below): one FMA with LN2F, as kNegHalf (see above).
+  } else {
+#if HWY_NATIVE_FMA
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, kLn2F), a[k]);
-  } else {
+#else
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, kC1), a[k]);
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, kC2), r[k]);
+#endif
   }
+}
+
+// e^r on |r| <= ln2/2: the coefficients of degree 6 down to 0.
+constexpr float kExpPoly[7] = {0.001383684342727065f, 0.008374815806746483f,
+                               0.04166822507977486f,  0.16666419804096222f,
+                               0.49999991059303284f,  1.0f, 1.0f};
+// e^r - 1 = r (1 + r (c2 + r c3)) on |r| <= ln2/32 (the table form, below).
+constexpr float kExpTableC2 = 0.50001615f, kExpTableC3 = 0.16666807f;
+// 1.5 2^23: adding it rounds to an integer, left in the low mantissa bits.
+constexpr float kRoundMagic = 12582912.0f;
+constexpr double kLn2 = 0.6931471805599453, kLog2E = 1.4426950408889634;
+
+// c ln2^j in float: a coefficient of degree j of a polynomial in r, for the
+// same polynomial in r' = r / ln2 (the exponential of an argument in log2
+// units, Exp2OfProductForSigmoidN).
+constexpr float TimesLn2Pow(float c, int j) {
+  double v = c;
+  for (int i = 0; i < j; ++i) v *= kLn2;
+  return static_cast<float>(v);
 }
 
 // p[k] = e^r[k]; kNegHalf: e^(-r[k]/2) (see ExpReducedN), the coefficient of
@@ -85,9 +110,7 @@ HWY_INLINE void ExpReducedN(D d, const V* a, V magic, V* t, V* r, V* n) {
 // of two.
 template <size_t K, bool kNegHalf = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpPolynomialN(D d, const V* r, V* p) {
-  static constexpr float kC[7] = {0.001383684342727065f, 0.008374815806746483f,
-                                  0.04166822507977486f,  0.16666419804096222f,
-                                  0.49999991059303284f,  1.0f, 1.0f};
+  constexpr const float* kC = kExpPoly;
   // (-1/2)^(6 - c) for kC[c], the coefficient of degree 6 - c.
   static constexpr float kScale[7] = {1.0f / 64, -1.0f / 32, 1.0f / 16, -1.0f / 8,
                                       1.0f / 4,  -1.0f / 2,  1.0f};
@@ -139,8 +162,8 @@ HWY_INLINE V Scalef(V p, V n) {
 // +2-3 %; GELU-tanh / SiLU 256 Ki floats +12 %, GELU-erf +4 %; causal
 // attention prefill +5 %). Relative error <= 2.1 u: T's rounding 1 u, the
 // FMA's 1 u, the polynomial and r's rounding < 0.1 u (1.80 u seen over 60 Mi
-// random arguments in [-103, 0] against double). n C1 = (m/16) C1 is still
-// exact: m has at most 12 bits here, C1 9.
+// random arguments in [-103, 0] against double, with the two-step
+// reduction), plus the one-step reduction's 0.046 |a| u (ExpReducedN).
 constexpr bool kTableExp = kHasScalef;
 constexpr float kTableExpMagic = 786432.0f;  // 1.5 * 2^19
 
@@ -180,7 +203,7 @@ HWY_INLINE V Exp2Sixteenths(V t) {
 template <bool kLow, bool kNegHalf, size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpReducedPolynomialN(D d, V* a, const V* a_lo, float bias, V* t, V* n) {
   V r[K];
-  const float magic = kTableExp ? kTableExpMagic : 12582912.0f + bias;  // 1.5 2^23 + bias
+  const float magic = kTableExp ? kTableExpMagic : kRoundMagic + bias;
   ExpReducedN<K, kNegHalf>(d, a, hn::Set(d, magic), t, r, n);
   if (kLow) {
 #pragma GCC unroll 8
@@ -190,8 +213,8 @@ HWY_INLINE void ExpReducedPolynomialN(D d, V* a, const V* a_lo, float bias, V* t
     // kNegHalf: r is -2 r (ExpReducedN), the coefficient of degree j times
     // (-1/2)^j.
     constexpr float c1 = kNegHalf ? -0.5f : 1.0f;
-    constexpr float c2 = (kNegHalf ? 0.25f : 1.0f) * 0.50001615f;
-    constexpr float c3 = (kNegHalf ? -0.125f : 1.0f) * 0.16666807f;
+    constexpr float c2 = (kNegHalf ? 0.25f : 1.0f) * kExpTableC2;
+    constexpr float c3 = (kNegHalf ? -0.125f : 1.0f) * kExpTableC3;
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) {
       const V e_r_minus_1 =
@@ -218,7 +241,8 @@ HWY_INLINE void TimesPow2FromBitsN(D d, const V* t, V* p) {
 }
 
 // exp(a[k]) for K vectors a = x - max <= 0 (softmax, attention), in place,
-// bias 127. Relative error <= 3 u (AVX-512's table form 2.1 u). The clamp
+// bias 127. Relative error <= 3 u (AVX-512's table form 2.1 u), plus 0.046
+// |a| u with FMA (ExpReducedN's one-step reduction). The clamp
 // keeps NaN (x86's max returns its second operand when one is NaN; tfk's
 // targets are x86 only) and sends -inf to 0:
 //  - shifted bits: a is clamped at -88, where n = -127 and the bits give +0:
@@ -295,29 +319,28 @@ HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
   TimesPow2FromBitsN<K>(d, t, a);
 }
 
-// e^a kSigmoidScale for K vectors a <= 0 in place, subnormal values of e^a
-// included, for a caller that divides by kSigmoidScale + e^a kSigmoidScale
-// (the sigmoids of GELU-tanh and SiLU): the scaling saves a multiplication.
-// AVX-512: ExpNonPositiveN, whose vscalefps already rounds a subnormal result
-// once (clamped at -110, where e^a rounds to 0), scale 1. Elsewhere:
-// ExpNonPositiveTimes2Pow64N, scale 2^64. Both give the bits of e^a rounded
-// once, scaled exactly (against e^a 2^64 multiplied by 2^-64, then e / (1 +
-// e)): GELU-tanh / SiLU, 256 Ki floats, one core, medians of per-round
-// ratios: AVX-512 +10 / +11 % (two threads +9 %), AVX2 +5 / +5 %, SSE4 +2 %.
+// The sigmoids of GELU-tanh and SiLU take e^a kSigmoidScale, subnormal
+// values of e^a included, and divide by kSigmoidScale + e^a kSigmoidScale:
+// the scaling saves a multiplication. With vscalefps (AVX-512), which rounds
+// a subnormal result once by itself, the scale is 1; elsewhere 2^64, whose
+// shifted bits stay normal (ExpNonPositiveTimes2Pow64N). Both give the bits
+// of e^a rounded once, scaled exactly (against e^a 2^64 multiplied by 2^-64,
+// then e / (1 + e)): GELU-tanh / SiLU, 256 Ki floats, one core, medians of
+// per-round ratios: AVX-512 +10 / +11 % (two threads +9 %), AVX2 +5 / +5 %,
+// SSE4 +2 %.
 constexpr float kSigmoidScale = kHasScalef ? 1.0f : 0x1p64f;
 
-// kClamp = false: the caller guarantees a >= -104 (both clamps) or NaN.
+// e^a 2^64 for K vectors a <= 0 in place, for SiLU without FMA (SSE4; the
+// other targets take Exp2OfProductForSigmoidN). kClamp = false: the caller
+// guarantees a >= -104 or NaN.
 template <size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpForSigmoidN(D d, V* a) {
-  if constexpr (kHasScalef) {
-    ExpNonPositiveN<K, kClamp>(d, a);
-  } else {
-    ExpNonPositiveTimes2Pow64N<false, K, kClamp>(d, a, static_cast<const V*>(nullptr));
-  }
+  static_assert(!kHasScalef || sizeof(V) == 0, "AVX-512 takes Exp2OfProductForSigmoidN");
+  ExpNonPositiveTimes2Pow64N<false, K, kClamp>(d, a, static_cast<const V*>(nullptr));
 }
 
-// 2^(x[k] s[k]) kSigmoidScale for K vectors whose products satisfy -159 <=
-// x s <= 0, into e[k] (which may be s), for a sigmoid as ExpForSigmoidN's:
+// 2^(x[k] s[k]) kSigmoidScale for K vectors whose products satisfy -190 <=
+// x s <= 0, into e[k] (which may be s), for a sigmoid (see kSigmoidScale):
 // an exponential whose argument, in log2 units, is the product of two
 // floats the caller has not multiplied (GELU-tanh: |x| times its
 // polynomial in x^2, whose constants carry log2 e). With FMA the product is
@@ -331,16 +354,16 @@ HWY_INLINE void ExpForSigmoidN(D d, V* a) {
 // polynomials are ExpReducedPolynomialN's in r ln2 (the coefficient of
 // degree j times ln2^j, rounded to float: < 0.3 u more), so the result is
 // within its 2.1 u (table) or 3 u, plus 2^-150 absolute once scaled down.
-// n >= -159 keeps the table's m within 12 bits, and the shifted bits (bias
-// 191) a normal 2^(n + 64); vscalefps rounds a subnormal result once, and
-// the other targets' sigmoid quotient does: 0 for x s < -150.
+// n >= -190 keeps the shifted bits (bias 191) a normal 2^(n + 64), and t
+// well within [2^19, 2^20) with the table; vscalefps rounds a subnormal
+// result once, and the other targets' sigmoid quotient does: 0 for x s <
+// -150.
 // kLow: the argument is x (s + s_lo), s_lo a low part of the factor (SiLU's
 // log2 e as two floats), added to r as x s_lo by one more FMA.
 template <size_t K, bool kLow = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void Exp2OfProductForSigmoidN(D d, const V* x, const V* s, const V* s_lo, V* e) {
-  constexpr double kLn2 = 0.6931471805599453;
   V t[K], n[K], r[K];
-  const V magic = hn::Set(d, kTableExp ? kTableExpMagic : 12582912.0f + 191.0f);
+  const V magic = hn::Set(d, kTableExp ? kTableExpMagic : kRoundMagic + 191.0f);
 #pragma GCC unroll 8
   for (size_t k = 0; k < K; ++k) t[k] = hn::MulAdd(x[k], s[k], magic);
 #pragma GCC unroll 8
@@ -352,9 +375,8 @@ HWY_INLINE void Exp2OfProductForSigmoidN(D d, const V* x, const V* s, const V* s
     for (size_t k = 0; k < K; ++k) r[k] = hn::MulAdd(x[k], s_lo[k], r[k]);
   }
   if constexpr (kTableExp) {
-    constexpr float k1 = static_cast<float>(kLn2);
-    constexpr float k2 = static_cast<float>(0.50001615 * kLn2 * kLn2);
-    constexpr float k3 = static_cast<float>(0.16666807 * kLn2 * kLn2 * kLn2);
+    constexpr float k1 = TimesLn2Pow(1.0f, 1), k2 = TimesLn2Pow(kExpTableC2, 2);
+    constexpr float k3 = TimesLn2Pow(kExpTableC3, 3);
 #pragma GCC unroll 8
     for (size_t k = 0; k < K; ++k) {
       const V p_minus_1 = hn::Mul(
@@ -363,21 +385,14 @@ HWY_INLINE void Exp2OfProductForSigmoidN(D d, const V* x, const V* s, const V* s
       e[k] = Scalef(hn::MulAdd(table, p_minus_1, table), n[k]);
     }
   } else {
-    // ExpPolynomialN's coefficients (degree 6 down to 0) times ln2^degree.
-    static constexpr float kC[7] = {
-        static_cast<float>(0.001383684342727065 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2),
-        static_cast<float>(0.008374815806746483 * kLn2 * kLn2 * kLn2 * kLn2 * kLn2),
-        static_cast<float>(0.04166822507977486 * kLn2 * kLn2 * kLn2 * kLn2),
-        static_cast<float>(0.16666419804096222 * kLn2 * kLn2 * kLn2),
-        static_cast<float>(0.49999991059303284 * kLn2 * kLn2),
-        static_cast<float>(kLn2),
-        1.0f};
+    // kExpPoly (degree 6 - c at c) times ln2^(6 - c).
 #pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) e[k] = hn::Set(d, kC[0]);
+    for (size_t k = 0; k < K; ++k) e[k] = hn::Set(d, TimesLn2Pow(kExpPoly[0], 6));
 #pragma GCC unroll 6
     for (size_t c = 1; c < 7; ++c) {
+      const V coefficient = hn::Set(d, TimesLn2Pow(kExpPoly[c], 6 - static_cast<int>(c)));
 #pragma GCC unroll 8
-      for (size_t k = 0; k < K; ++k) e[k] = hn::MulAdd(e[k], r[k], hn::Set(d, kC[c]));
+      for (size_t k = 0; k < K; ++k) e[k] = hn::MulAdd(e[k], r[k], coefficient);
     }
     TimesPow2FromBitsN<K>(d, t, e);
   }

@@ -157,9 +157,9 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
       acc[i][j] = first ? hn::Zero(d) : hn::Load(d, w + i * kNR + j * kLanes);
     }
   }
-  // Two k-steps an iteration halve the loop's own instructions (a prefetch
-  // test, four pointer steps, the compare and branch: 9 beside the 44 of a
-  // k-step on AVX-512): M = 140, K = 512, N = 256 (in L2), one AVX-512 core,
+  // Two k-steps an iteration halve the loop's own instructions (the
+  // prefetch tests, pointer steps, the compare and branch: ~10 beside the 44
+  // of a k-step on AVX-512): M = 140, K = 512, N = 256 (in L2), one AVX-512 core,
   // medians of per-round ratios in both orders +4 % and +1 %; M = 512,
   // K = N = 2048 +2 %.
 #pragma GCC unroll 2

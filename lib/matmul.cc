@@ -337,7 +337,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
             const float* pf = nullptr;
             if (pl.next_panel) {
               if (p + 1 < n_panels) pf = g.packed + (p + 1) * g.K * kNR;
-            } else if (next != nullptr && (t + 1) * h <= next_kb) {
+            } else if (next != nullptr && t < pf_tiles && (t + 1) * h <= next_kb) {
               pf = next + t * h * next_ld;
             }
             TileForRows(rows, decode)(kb, a, g.lda, bslice, ldk, wt, first, last,

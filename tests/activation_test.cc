@@ -12,7 +12,7 @@
 //              final FMA 1 u (a product and a difference without FMA, 2 u).
 //   GELU tanh: |y - r| <= (8 + 6 |2u_arg|) u |r| + (|x| + 4) 2^-149, where
 //              2u_arg = 2 sqrt(2/pi) (x + 0.044715 x^3): the exp argument
-//              carries about 4 roundings, i.e. 4 |2u_arg| u absolute.
+//              carries about 3 roundings, i.e. 3 |2u_arg| u absolute.
 //   SiLU:      |y - r| <= 6 u |r| + (|x| + 4) 2^-149: exp(-|x|) of an exact
 //              argument (2 u), then 1 + e, x e and one division.
 //   The 2^-149 term: where exp(.) is denormal its absolute error is 2^-149,
@@ -119,7 +119,7 @@ TEST_P(ActivationTest, HostileValues) {
                           1e-40f, -1e-40f, 1e-45f, -1e-45f, 1e-30f, -1e-30f, 1e13f, -1e13f,
                           5.0f, -5.0f, 9.0f, -9.0f, 13.0f, -13.0f, 14.1f, -14.1f, 19.9f,
                           -19.9f, -20.5f, 88.0f, -88.0f, 0.5f, -0.5f, 1e-7f, -1e-7f,
-                          // the |x| clamps: GELU-tanh's on AVX-512, GELU-erf's
+                          // the |x| clamps: GELU-tanh's, GELU-erf's
                           10.9f, -10.9f, 11.0f, -11.0f, 14.4f, -14.4f, 14.5f, -14.5f};
   // A sweep across the whole range of the erf fit and the tanh exp.
   for (float v = -25.0f; v <= 25.0f; v += 0.0173f) x.push_back(v);

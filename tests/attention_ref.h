@@ -9,7 +9,7 @@
 //    softmax is shift-invariant, so each weight moves by a relative factor
 //    of at most e^{2E} - 1;
 //  - exp(s_j - m) adds (4 + 1.05 |s_j - m|) u relative (3 u for the
-//    exponential plus 0.05 |s_j - m| u on AVX-512, u for the subtraction);
+//    exponential plus 0.05 |s_j - m| u with FMA, u for the subtraction);
 //    block rescales and split merges multiply the
 //    numerator and the denominator by the same computed factors, which
 //    cancel;

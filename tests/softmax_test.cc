@@ -3,7 +3,8 @@
 // Error bound, per element (u = 2^-24): with a_i = scale*x_i - max computed by
 // one FMA (|error| <= |a_i| u; without FMA, as on SSE4, scale*x_i is rounded
 // first: + |scale x_i| u) and the exponential good to 3 u plus 0.05 |a_i| u
-// (AVX-512 reduces by ln2 rounded to float: lib/exp-inl.h), each has
+// (with FMA it reduces by ln2 rounded to float: lib/exp-inl.h; SSE4's
+// two-step reduction is exact, the term slack there), each has
 // relative error <= (1.05 |a_i| + |scale x_i| + 3) u. The float sum of n
 // positive terms over 2 accumulators of >= 4 lanes has chains of <= n/8 + 3
 // additions, so relative error <= (n/8 + 3) u plus the weighted mean w of
