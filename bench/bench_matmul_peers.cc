@@ -76,6 +76,7 @@ void RegisterOneDnn(const Shape& s) {
     }
     SetMatmulCounters(state, s);
     state.SetLabel("oneDNN packed");
+    LetPeerThreadsSleep();
   });
 }
 #endif

@@ -45,6 +45,7 @@ void Run(benchmark::State& state, int threads, size_t rows, size_t cols, MakePri
     env.strm.wait();
   }
   state.SetLabel("oneDNN");
+  LetPeerThreadsSleep();
 }
 
 void Softmax(size_t rows, size_t cols) {

@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 #include <tfk/tfk.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -34,6 +35,21 @@ struct Floats {
   size_t n;
   float* p;
 };
+
+// A peer that runs on OpenMP (oneDNN, built with libgomp here) leaves its
+// workers spinning after a call: libgomp's GOMP_SPINCOUNT is 300,000 pause
+// loops by default, ~10 ms, on a core the next benchmark wants. Its
+// benchmarks end by waiting until they sleep, outside the timed loop, so
+// that every benchmark starts with its pool's workers asleep (TBB's sleep
+// within microseconds). On a 2-vCPU Xeon (family 6 model 167), medians of
+// 5, two threads: tfk's M = 2048, K = 4096, N = 1024 ran 416 GFLOP/s alone,
+// 393 interleaved with oneDNN, 406-410 with this wait (with OpenBLAS, whose
+// pthreads yield while they wait, 419); GELU-tanh on 256 Ki floats, tfk /
+// oneDNN 1.84-1.86 without the wait and 1.94-1.95 with it, mostly because
+// oneDNN no longer starts a benchmark with the previous one's workers awake.
+inline void LetPeerThreadsSleep() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+}
 
 inline std::vector<int> ThreadCounts() {
   const int all = static_cast<int>(std::thread::hardware_concurrency());
