@@ -116,8 +116,9 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // pf (may be null): the caller's share of the next panel slice (see Gemm),
 // whose rows of 32 floats (two lines) lie pf_ld floats apart, one 64-byte
 // line every 2^pf_shift k-steps: step k = l 2^pf_shift asks for line l % 2
-// of row l / 2 (packed slices, pf_shift 0: pf_ld = 32, so pf + 16 k). The decoding variant instead
-// asks for both lines of row k of the next panel (GemmPlan::next_panel).
+// of row l / 2 (packed slices, pf_shift 0: pf_ld = 32, so pf + 16 k). The
+// decoding variant instead asks for both lines of row k of the next panel
+// (GemmPlan::next_panel).
 //
 // The decoding variant (kPrefetch) prefetches its panel 64 k-steps (8 KiB)
 // ahead. One Zen 4 core, medians of per-round ratios over 41 rounds against
