@@ -430,6 +430,24 @@ HWY_INLINE void SoftmaxRow(D d, const float* x, float* y, size_t cols, size_t n_
   for (size_t k = n_valid; k < cols; ++k) y[k] = 0.0f;  // masked
 }
 
+// The streamed row's exponentials go to scratch + s, s < kScratchSlack,
+// where they lie at y's offset within a 4 KiB page. Pass 3 loads scratch
+// behind its streaming stores to y; where y lay 1-127 bytes after the
+// scratch modulo 4 KiB (StreamStalls) every load waited for a store with
+// the same low address bits, so that row took ordinary stores instead, each
+// line of y read before it was written. With a fixed scratch that was one
+// row in four at 32000 columns (rows 125 KiB apart cycle through 4 offsets
+// modulo 4 KiB), depending on where the heap put it: one Xeon core (family
+// 6 model 167), [2048, 32000], processes ran at 17 or 21 GB/s.
+constexpr size_t kScratchSlack = 4096 / sizeof(float);
+
+HWY_INLINE float* RowScratch(float* scratch, const float* y) {
+  if (scratch == nullptr) return nullptr;
+  const uintptr_t delta =
+      (reinterpret_cast<uintptr_t>(y) - reinterpret_cast<uintptr_t>(scratch)) % 4096;
+  return scratch + delta / sizeof(float);
+}
+
 // Outputs past kSoftmaxStreamFactor x the threshold are streamed. With
 // 16 lanes the exponential costs about one operation per element and
 // softmax is bound by memory, so streaming (one write instead of a read for
@@ -448,7 +466,9 @@ void SoftmaxRows(const SoftmaxArgs& a) {
   const bool stream = a.rows * a.cols * sizeof(float) / kSoftmaxStreamFactor >= threshold;
   detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
     // Without scratch memory the row is computed in y, as for small outputs.
-    float* scratch = stream ? detail::ThreadScratch(a.cols) : nullptr;
+    // kScratchSlack floats more, so that each row's scratch can start at
+    // y's offset within a 4 KiB page (RowScratch).
+    float* scratch = stream ? detail::ThreadScratch(a.cols + kScratchSlack) : nullptr;
     const hn::ScalableTag<float> d;
     float known_extreme = 0.0f;  // of row r, if `known` (NextRow)
     bool known = false;
@@ -460,7 +480,7 @@ void SoftmaxRows(const SoftmaxArgs& a) {
         const size_t next_n = r + 1 < end ? SoftmaxValidCols(a.mask, a.q_len, a.cols, r + 1) : 0;
         NextRow fused{r + 1 < end ? x + a.ldx : nullptr, next_n, 0.0f};
         const bool fuse = kFuseNextRow && n >= kPrefetchAhead && next_n >= kPrefetchAhead;
-        SoftmaxRow(d, x, y, a.cols, n, a.scale, scratch,
+        SoftmaxRow(d, x, y, a.cols, n, a.scale, RowScratch(scratch, y),
                    !fuse && r + 1 < end ? x + a.ldx : nullptr, known ? &known_extreme : nullptr,
                    fuse ? &fused : nullptr);
         known = fuse;
