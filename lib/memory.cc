@@ -88,6 +88,14 @@ CacheInfo SysfsLastLevelCache() {
 constexpr size_t kMaxLlcPerCpu = size_t{64} << 20;
 }  // namespace
 
+size_t L2CacheBytes() {
+  static const size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? static_cast<size_t>(l2) : size_t{512} << 10;
+  }();
+  return bytes;
+}
+
 size_t StreamThresholdBytes() {
   static const size_t threshold = [] {
     // TFK_STREAM_THRESHOLD (bytes) overrides; tests use it to exercise the

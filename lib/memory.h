@@ -20,6 +20,9 @@ namespace detail {
 // (bytes) overrides it.
 size_t StreamThresholdBytes();
 
+// The L2 cache of one core in bytes (sysconf; 512 KiB if unknown).
+size_t L2CacheBytes();
+
 // Whether decoding's one-query tiles, which read K and V from memory as 4
 // interleaved streams (lib/attention-inl.h, `spread`), also ask for lines
 // ahead in software. Not on AMD cores with AVX-512 (Zen 4 and later), where

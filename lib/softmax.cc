@@ -12,7 +12,8 @@
 // y. Outputs far larger than the last-level cache (see SoftmaxRows) are
 // written with streaming stores from a per-thread scratch row, which saves
 // reading y's lines first; on AVX-512 their rows of 4 KiB or more also
-// find the next row's maximum (its pass 1) during passes 2 and 3 (NextRow).
+// find the next row's maximum (its pass 1) during passes 2 and 3 (NextRow),
+// and unmasked ones do pass 3 during the next row's pass 2 (SoftmaxPiped).
 // The exponential is a reduced-range one
 // (ExpNonPositive) since its argument is never positive; unlike Highway
 // 1.0.3's Exp, which returns 0 for NaN, it keeps NaN, so a NaN anywhere in a
@@ -135,6 +136,46 @@ struct NextRow {
   float extreme;   // found by the row before it: max(x) (min(x) if scale < 0)
 };
 
+// A streamed row whose exponentials wait in scratch for pass 3 (y = tmp *
+// inv), which the next row's pass 2 does a vector at a time (kPipe) and
+// FinishPending completes: the whole 64-byte lines of y are streamed, the
+// elements before and after them take ordinary stores, as in WriteRow.
+// pos == lines_end (as for none) once every line is out.
+struct PendingRow {
+  const float* tmp = nullptr;  // null: none
+  float* y = nullptr;
+  size_t n = 0;
+  size_t pos = 0, lines_end = 0;  // lines of y [pos, lines_end) to go
+  float inv = 0.0f;
+};
+
+HWY_INLINE PendingRow MakePending(const float* tmp, float* y, size_t n, float inv) {
+  PendingRow p{tmp, y, n, ElementsBeforeLine(y, n), 0, inv};
+  p.lines_end = p.pos + (n - p.pos) / kLineFloats * kLineFloats;
+  return p;
+}
+
+// The rest of p's row (n >= Lanes(d)); p becomes none.
+template <class D>
+HWY_INLINE void FinishPending(D d, PendingRow& p) {
+  if (p.tmp == nullptr) return;
+  const size_t N = hn::Lanes(d);
+  const hn::CappedTag<float, 1> d1;
+  const auto v = hn::Set(d, p.inv);
+  for (; p.pos < p.lines_end; p.pos += N) {  // N divides 16
+    hn::Stream(hn::Mul(hn::LoadU(d, p.tmp + p.pos), v), d, p.y + p.pos);
+  }
+  const size_t head = ElementsBeforeLine(p.y, p.n);
+  for (size_t i = 0; i < head; ++i) {
+    hn::StoreU(hn::Mul(hn::LoadU(d1, p.tmp + i), hn::Set(d1, p.inv)), d1, p.y + i);
+  }
+  for (size_t i = p.lines_end; i < p.n; i += N) {
+    const size_t at = i + N <= p.n ? i : p.n - N;  // the last vector may overlap
+    hn::StoreU(hn::Mul(hn::LoadU(d, p.tmp + at), v), d, p.y + at);
+  }
+  p = PendingRow();
+}
+
 // Softmax of x[0, n) into y[0, n); n >= Lanes(d). x and y equal or disjoint.
 // Pass 2 writes the exponentials to tmp: y itself, or with kStream a scratch
 // row in L1/L2, from which pass 3 streams the result to y (no read of y's
@@ -145,11 +186,15 @@ struct NextRow {
 // (PrefetchNextRowHalf). known_extreme: this row's extreme if the row
 // before found it (else null); fused: the next row, whose extreme this row
 // finds instead of prefetching it (null: none; with kStream only, NextRow),
-// reading it as kNS streams.
-template <bool kStream, bool kFuse = false, size_t kNS = 1, class D>
+// reading it as kNS streams. kPipe (with kFuse): pass 2 also reads the
+// whole next row, a vector per vector of x, and does the pass 3 of the row
+// before (*pending) a vector per vector of x; this row's pass 3 is left in
+// *pending for the next (SoftmaxPiped).
+template <bool kStream, bool kFuse = false, size_t kNS = 1, bool kPipe = false, class D>
 HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scale,
                              float* tmp, const float* next, const float* known_extreme,
-                             NextRow* fused) {
+                             NextRow* fused, PendingRow* pending = nullptr) {
+  static_assert(!kPipe || (kStream && kFuse), "kPipe comes with kStream and kFuse");
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   const V vscale = hn::Set(d, scale);
@@ -160,7 +205,9 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   V next_ext = hn::Set(d, negative ? INFINITY : -INFINITY);
   size_t next_pos = 0;
   const size_t next_n = kFuse ? fused->n : 0;
-  const size_t next_half = next_n / 2 / N * N;
+  // The part of the next row read in pass 2: half, or with kPipe all of its
+  // whole vectors.
+  const size_t next_half = kPipe ? next_n / N * N : next_n / 2 / N * N;
   const auto add_next = [&](V v) HWY_ATTR {
     next_ext = negative ? hn::Min(next_ext, v) : hn::Max(next_ext, v);
   };
@@ -189,9 +236,25 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     add_next(hn::LoadU(d, fused->x + at));
     next_pos += N;
   };
+  // kPipe: the row before's pass 3, a line of y at a time.
+  const float* prev_tmp = kPipe ? pending->tmp : nullptr;
+  float* prev_y = kPipe ? pending->y : nullptr;
+  size_t prev_pos = kPipe ? pending->pos : 0;
+  const size_t prev_end = kPipe ? pending->lines_end : 0;
+  const V prev_inv = hn::Set(d, kPipe ? pending->inv : 0.0f);
+  const auto prev_step = [&]() HWY_ATTR {
+    if (!kPipe || prev_pos + N > prev_end) return;
+    hn::Stream(hn::Mul(hn::LoadU(d, prev_tmp + prev_pos), prev_inv), d, prev_y + prev_pos);
+    prev_pos += N;
+  };
   // The rest of the next row and its last vector (which may overlap the
-  // ones before it); every return path calls this.
+  // ones before it), and with kPipe the rest of the row before; every
+  // return path calls this.
   const auto next_finish = [&]() HWY_ATTR {
+    if (kPipe) {
+      pending->pos = prev_pos;
+      FinishPending(d, *pending);
+    }
     if (!kFuse) return;
     while (next_pos + N <= next_n) next_step(next_n);
     add_next(hn::LoadU(d, fused->x + next_n - N));
@@ -242,10 +305,11 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
 #pragma GCC unroll 4
     for (size_t k = 0; k < kK; ++k) {
       if (kFuse) {
-        if (k % 2 == 0) next_step(next_half);
+        if (kPipe || k % 2 == 0) next_step(next_half);
       } else if (next != nullptr) {
         PrefetchNextRowHalf<kStream>(d, next, 0, i + k * N);
       }
+      prev_step();
       e[k] = hn::MulSub(hn::LoadU(d, x + i + k * N), vscale, vm);
     }
     ExpNonPositiveN<kK>(d, e);
@@ -256,10 +320,11 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
   }
   for (size_t k = 0; i < n_full; i += N, ++k) {
     if (kFuse) {
-      if (k % 2 == 0) next_step(next_half);
+      if (kPipe || k % 2 == 0) next_step(next_half);
     } else if (next != nullptr) {
       PrefetchNextRowHalf<kStream>(d, next, 0, i);
     }
+    prev_step();
     const V e = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x + i), vscale, vm));
     hn::StoreU(e, d, tmp + i);
     if (k % 2 == 0) {
@@ -281,6 +346,11 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
 
   // Pass 3: normalise (sum >= 1: the max entry contributes exp(~0)).
   const float inv = 1.0f / sum;
+  if (kPipe) {  // left to the next row (or FinishPending)
+    next_finish();
+    *pending = MakePending(tmp, y, n, inv);
+    return;
+  }
   if (kStream) {
     if (kFuse) {
       while (next_pos + N <= next_half) next_step(next_half);
@@ -400,6 +470,15 @@ HWY_NOINLINE void SoftmaxFusedStreams(D d, const float* x, float* y, size_t n, f
   SoftmaxValid<true, true, kNextStreams>(d, x, y, n, scale, tmp, nullptr, known_extreme, fused);
 }
 
+// SoftmaxValid<true, true, kNS, true> (kPipe), out of line as
+// SoftmaxFusedStreams.
+template <size_t kNS, class D>
+HWY_NOINLINE void SoftmaxPiped(D d, const float* x, float* y, size_t n, float scale, float* tmp,
+                               const float* known_extreme, NextRow* fused, PendingRow* pending) {
+  SoftmaxValid<true, true, kNS, true>(d, x, y, n, scale, tmp, nullptr, known_extreme, fused,
+                                      pending);
+}
+
 // scratch: a row of cols floats for the streaming variant, or null; next,
 // and with scratch known_extreme and fused: as SoftmaxValid (used only if
 // n_valid >= 2 Lanes(d)).
@@ -461,17 +540,42 @@ HWY_INLINE float* RowScratch(float* scratch, const float* y) {
 // the Xeon above, AVX2 streaming from the threshold on gains 4-25 %.)
 constexpr size_t kSoftmaxStreamFactor = HWY_MAX_BYTES >= 64 ? 1 : 8;
 
+// Streamed rows that fuse the next row's pass 1 (AVX-512, NextRow) are also
+// piped, where no mask makes rows differ in length and kPipeRowsInL2 rows
+// fit in L2 (half of it for the row's x, its scratch and the scratch of the
+// row before): row r's pass 2 reads all of row r + 1 and does row r - 1's
+// pass 3, a vector of each per vector of its own (SoftmaxPiped). Alone,
+// pass 2 is bound by its exponentials and pass 3 by its streamed writes
+// (one Xeon core, family 6 model 167, [2048, 32000]: 5.3 and 7.8 us a row,
+// one after the other); piped, the reads, the writes and the exponentials
+// overlap. Same Xeon, medians over rounds alternating with memcpy in one
+// process, two runs, 1 / 2 threads: [2048, 32000] +14-15 / +13-16 %,
+// [16384, 8192] +19-22 / +17-22 %, [65536, 2048] +8-15 / +9-13 %,
+// [131072, 1024] +7-15 / +9-12 %; [2048, 32000] went from 0.82 to
+// 0.93-0.94 of memcpy's rate on one thread. (An intrinsics model of it lost
+// 9 % at 128256 columns, where three rows of 501 KiB crowd a 2 MiB L2, and
+// broke even at 98304.) Piped rows of kPipeStreamsMinCols or more read the
+// next row as kNextStreams streams, here from 4096 columns on ([16384,
+// 8192]: 22.1 against 19.2 GB/s with one stream, [32768, 4096] 22.0 against
+// 19.1), while 2048 and fewer do better with one ([65536, 2048]: 21.3
+// against 17.1).
+constexpr size_t kPipeRowsInL2 = 6, kPipeStreamsMinCols = 4096;
+
 void SoftmaxRows(const SoftmaxArgs& a) {
   const size_t threshold = detail::StreamThresholdBytes();
   const bool stream = a.rows * a.cols * sizeof(float) / kSoftmaxStreamFactor >= threshold;
+  const bool pipe = stream && kFuseNextRow && a.mask == TFK_MASK_NONE &&
+                    a.cols * sizeof(float) * kPipeRowsInL2 <= detail::L2CacheBytes();
   detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
     // Without scratch memory the row is computed in y, as for small outputs.
     // kScratchSlack floats more, so that each row's scratch can start at
-    // y's offset within a 4 KiB page (RowScratch).
-    float* scratch = stream ? detail::ThreadScratch(a.cols + kScratchSlack) : nullptr;
+    // y's offset within a 4 KiB page (RowScratch); two such rows to pipe.
+    const size_t scratch_ld = a.cols + kScratchSlack;
+    float* scratch = stream ? detail::ThreadScratch((pipe ? 2 : 1) * scratch_ld) : nullptr;
     const hn::ScalableTag<float> d;
     float known_extreme = 0.0f;  // of row r, if `known` (NextRow)
     bool known = false;
+    PendingRow pending;  // with pipe: the row before, to normalise
     for (size_t r = begin; r < end; ++r) {
       const size_t n = SoftmaxValidCols(a.mask, a.q_len, a.cols, r);
       const float* x = a.x + r * a.ldx;
@@ -480,9 +584,20 @@ void SoftmaxRows(const SoftmaxArgs& a) {
         const size_t next_n = r + 1 < end ? SoftmaxValidCols(a.mask, a.q_len, a.cols, r + 1) : 0;
         NextRow fused{r + 1 < end ? x + a.ldx : nullptr, next_n, 0.0f};
         const bool fuse = kFuseNextRow && n >= kPrefetchAhead && next_n >= kPrefetchAhead;
-        SoftmaxRow(d, x, y, a.cols, n, a.scale, RowScratch(scratch, y),
-                   !fuse && r + 1 < end ? x + a.ldx : nullptr, known ? &known_extreme : nullptr,
-                   fuse ? &fused : nullptr);
+        if (pipe && fuse) {
+          float* tmp = RowScratch(scratch + (r % 2) * scratch_ld, y);
+          const float* known_ptr = known ? &known_extreme : nullptr;
+          if (n >= kPipeStreamsMinCols) {
+            SoftmaxPiped<kNextStreams>(d, x, y, n, a.scale, tmp, known_ptr, &fused, &pending);
+          } else {
+            SoftmaxPiped<1>(d, x, y, n, a.scale, tmp, known_ptr, &fused, &pending);
+          }
+        } else {
+          FinishPending(d, pending);
+          SoftmaxRow(d, x, y, a.cols, n, a.scale, RowScratch(scratch, y),
+                     !fuse && r + 1 < end ? x + a.ldx : nullptr,
+                     known ? &known_extreme : nullptr, fuse ? &fused : nullptr);
+        }
         known = fuse;
         known_extreme = fused.extreme;
         continue;
@@ -503,6 +618,7 @@ void SoftmaxRows(const SoftmaxArgs& a) {
       SoftmaxRow(d, x, y, a.cols, n, a.scale, nullptr, r + 1 < end ? x + a.ldx : nullptr, nullptr,
                  nullptr);
     }
+    FinishPending(d, pending);
     if (scratch != nullptr) hwy::FlushStream();
   });
 }

@@ -212,9 +212,10 @@ TEST_P(SoftmaxTest, RowsSumToOneAndIgnoreAddedConstant) {
 // planted at the first or last vector of a segment, in the whole vectors
 // after the segments, on either side of the halfway point or in the last,
 // partial vector, must be found there, which gives the bits of the row
-// computed alone (finding its own maximum). Positions for 16 lanes.
+// computed alone (finding its own maximum). Positions for 16 lanes. Two
+// rows on one thread: the first is piped where that applies.
 TEST_P(SoftmaxTest, NextRowMaximumFoundAnywhere) {
-  for (size_t cols : {16384, 16411, 16447}) {
+  for (size_t cols : {2053, 4099, 16384, 16411, 16447}) {
     const size_t half = cols / 2 / 16 * 16;
     const size_t seg0 = half / 64 * 16, seg1 = (cols - half) / 64 * 16;  // floats a segment
     std::vector<size_t> at = {4 * seg0, half - 1, half, half + 4 * seg1, cols - 17, cols - 1};
@@ -223,6 +224,12 @@ TEST_P(SoftmaxTest, NextRowMaximumFoundAnywhere) {
         at.push_back(p);
       }
     }
+    // Piped (SoftmaxPiped, unmasked): the whole row's whole vectors as four
+    // segments.
+    const size_t seg = cols / 64 * 16;
+    for (size_t k = 0; k <= 4; ++k) at.push_back(k * seg);
+    for (size_t k = 1; k <= 4; ++k) at.push_back(k * seg - 1);
+    at.push_back(cols / 16 * 16 - 1);
     Buffer x(2 * cols), y(2 * cols), alone(cols);
     FillUniform(x.data(), 2 * cols, -3.0f, 3.0f, 17);
     for (size_t p : at) {
@@ -238,13 +245,57 @@ TEST_P(SoftmaxTest, NextRowMaximumFoundAnywhere) {
   }
 }
 
+// Long unmasked rows of a streamed call are piped (lib/softmax.cc,
+// SoftmaxPiped): each row's normalisation is done during the next row's
+// exponentials, a line of y at a time, and the last row of a task's range
+// alone. Against the reference with y misaligned (elements before its
+// first whole line and after its last) and strided, x strided, in place,
+// and rows of -inf, NaN and +inf between piped rows. One thread: a task's
+// range is cut into chunks of work, which on two threads would be a row
+// each here.
+void PipedStreamedRowsBody() {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // One stream of the next row, or (4099 and up) several.
+  for (size_t cols : {1031, 4099, 16411, 20003}) {
+    for (size_t misalign : {0, 1, 3}) {
+      const size_t rows = 6, ldx = cols + misalign, ldy = cols + 2;
+      Buffer x(rows * ldx, misalign), y(rows * ldy, (misalign + 1) % 4);
+      FillUniform(x.data(), rows * ldx, -10.0f, 10.0f, static_cast<uint32_t>(cols + misalign));
+      if (misalign == 1) {
+        for (size_t j = 0; j < cols; ++j) x[1 * ldx + j] = -kInf;
+        x[2 * ldx + 5] = nan;
+        x[4 * ldx + cols - 1] = kInf;
+      }
+      for (float scale : {1.0f, -3.0f}) {
+        ASSERT_EQ(tfk_softmax(rows, cols, x.data(), ldx, y.data(), ldy, scale, TFK_MASK_NONE, 0),
+                  TFK_SUCCESS);
+        ExpectSoftmax(x.data(), ldx, y.data(), ldy, rows, cols, scale, TFK_MASK_NONE, 0);
+        ASSERT_TRUE(y.GuardsIntact()) << cols;
+      }
+    }
+    const size_t rows = 5;
+    Buffer x(rows * cols), y(rows * cols, 1);
+    FillUniform(x.data(), rows * cols, -10.0f, 10.0f, 3);
+    std::copy(x.data(), x.data() + rows * cols, y.data());
+    ASSERT_EQ(tfk_softmax(rows, cols, y.data(), cols, y.data(), cols, 0.5f, TFK_MASK_NONE, 0),
+              TFK_SUCCESS);
+    ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, 0.5f, TFK_MASK_NONE, 0);
+  }
+}
+
+TEST_P(SoftmaxTest, PipedStreamedRows) {
+  WithThreads(1, [] { PipedStreamedRowsBody(); });
+}
+
 TEST_P(SoftmaxTest, IdenticalBitsForAnyThreadCount) {
   // [64, 1100]: rows of 4 KiB or more, whose pass 1 a streamed call fuses
   // into the row before (lib/softmax.cc, NextRow), which rows begin a task
   // depending on the thread count; [32, 16411] too, the next row read as
-  // several streams; with NaN, +inf and -inf rows.
+  // several streams; unmasked (q_len 0), both piped (SoftmaxPiped); with
+  // NaN, +inf and -inf rows.
   // rows, cols, q_len
-  const size_t shapes[][3] = {{512, 517, 64}, {64, 1100, 16}, {32, 16411, 8}};
+  const size_t shapes[][3] = {{512, 517, 64}, {64, 1100, 16}, {64, 1100, 0},
+                              {32, 16411, 8}, {32, 16411, 0}};
   for (const auto& shape : shapes) {
     const size_t rows = shape[0], cols = shape[1], q_len = shape[2];
     Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);
@@ -255,7 +306,8 @@ TEST_P(SoftmaxTest, IdenticalBitsForAnyThreadCount) {
     for (size_t j = 0; j < cols; ++j) x[20 * cols + j] = -kInf;
     const auto run = [&](int threads, float* y) {
       WithThreads(threads, [&] {
-        tfk::softmax(rows, cols, x.data(), y, 0.3f, TFK_MASK_CAUSAL, q_len);
+        tfk::softmax(rows, cols, x.data(), y, 0.3f,
+                     q_len != 0 ? TFK_MASK_CAUSAL : TFK_MASK_NONE, q_len);
       });
     };
     run(1, y1.data());
