@@ -31,7 +31,7 @@ constexpr size_t kMinBytesPerTask = size_t{64} << 10;
 // geometric mean over 38 benchmarks. On 2 cores it measured the same.
 constexpr size_t kChunksPerTask = 8;
 
-// Tasks per call at most (their chunk ranges live on the caller's stack).
+// Tasks per call at most (their chunk ranges live on the caller's stack, 8 KiB).
 constexpr size_t kMaxTasks = 1024;
 
 // Type-erased range body: fn(ctx, begin, end).
