@@ -90,7 +90,10 @@ constexpr size_t kMaxLlcPerCpu = size_t{64} << 20;
 
 size_t L2CacheBytes() {
   static const size_t bytes = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    long l2 = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
     return l2 > 0 ? static_cast<size_t>(l2) : size_t{512} << 10;
   }();
   return bytes;

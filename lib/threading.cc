@@ -70,7 +70,7 @@ class TaskRanges {
     for (size_t t = 0; t < tasks; ++t) new (&bytes_[t * stride_]) ChunkRange(0);
   }
   ChunkRange& operator[](size_t t) {
-    return *reinterpret_cast<ChunkRange*>(&bytes_[t * stride_]);
+    return *std::launder(reinterpret_cast<ChunkRange*>(&bytes_[t * stride_]));
   }
 
  private:

@@ -245,6 +245,22 @@ TEST_P(SoftmaxTest, NextRowMaximumFoundAnywhere) {
   }
 }
 
+// Unmasked rows too long to pipe (six of them would not fit in this CPU's
+// L2: lib/softmax.cc, kPipeRowsInL2) still fuse the next row's pass 1;
+// 131072 floats pass any L2 of up to 3 MiB. Against the reference and
+// one-row calls.
+TEST_P(SoftmaxTest, LongRowsNotPiped) {
+  const size_t rows = 3, cols = 131072 + 5;
+  Buffer x(rows * cols), y(rows * cols, 1), one(cols);
+  FillUniform(x.data(), rows * cols, -10.0f, 10.0f, 23);
+  WithThreads(1, [&] { tfk::softmax(rows, cols, x.data(), y.data(), 0.8f); });
+  ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, 0.8f, TFK_MASK_NONE, 0);
+  for (size_t r = 0; r < rows; ++r) {
+    tfk::softmax(1, cols, x.data() + r * cols, one.data(), 0.8f);
+    ASSERT_TRUE(SameBits(y.data() + r * cols, one.data(), cols)) << "row " << r;
+  }
+}
+
 // Long unmasked rows of a streamed call are piped (lib/softmax.cc,
 // SoftmaxPiped): each row's normalisation is done during the next row's
 // exponentials, a line of y at a time, and the last row of a task's range
@@ -271,6 +287,14 @@ void PipedStreamedRowsBody() {
                   TFK_SUCCESS);
         ExpectSoftmax(x.data(), ldx, y.data(), ldy, rows, cols, scale, TFK_MASK_NONE, 0);
         ASSERT_TRUE(y.GuardsIntact()) << cols;
+        // The bits of each row computed alone (a one-row call, never piped).
+        Buffer one(cols, (misalign + 2) % 4);
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(tfk_softmax(1, cols, x.data() + r * ldx, ldx, one.data(), cols, scale,
+                                TFK_MASK_NONE, 0),
+                    TFK_SUCCESS);
+          ASSERT_TRUE(SameBits(y.data() + r * ldy, one.data(), cols)) << cols << " row " << r;
+        }
       }
     }
     const size_t rows = 5;
