@@ -120,12 +120,31 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // call), long ones where they fit.
   pl.split_kc = g.K * g.N * sizeof(float) > blk.l2 ? kSplitKcStream : kSplitKcCached;
   pl.n_panels = NumPanels(g.N);
-  // M chunks: at most blk.mc rows (the A block stays in L2), equal sizes in
-  // rows (each cut into row tiles of balanced heights, RowTiles) so tasks
-  // get equal work, and enough of them to give every task work when N has
-  // few panels.
+  // Panels per workspace group: larger where A is packed, so that a tile's
+  // packed rows serve more panels before they are packed again (unpacked B
+  // goes through one slice of scratch, packed right before use).
+  pl.group = kPackA ? 4 * blk.nc_panels : blk.nc_panels;
+  // Where K takes several k-blocks, each tile parks its partial sums in the
+  // workspace W (group x mc x kNR floats) between them, and W and the A
+  // block (mc x kc) are read again for every panel and k-block: rows of A
+  // are capped so that both take at most 3/4 of L2. With 32 panels a group
+  // (AVX-512) that is 6 KiB a row, 256 rows on a 2 MiB L2, where the A
+  // block alone (half of L2) allowed 480 and W outgrew L2: one Xeon core
+  // (family 6 model 167), medians of per-round ratios in both orders, 1 / 2
+  // threads: M = 2048, K = N = 1024 +3.0 / +3.9 %; M = 2048, K = 1024, N =
+  // 4096 +2.5 / +2.5 %; M = 1024, K = N = 4096 +0.4 / +2.8 %; M = 2048, K =
+  // 4096, N = 1024 +0.9 / -0.9 %; 192 rows measured the same as 256, 341
+  // 0.5-1.5 % below it.
+  size_t mc_max = blk.mc;
+  if (g.K > pl.kc) {
+    const size_t cap = blk.l2 * 3 / 4 / ((pl.kc + pl.group * kNR) * sizeof(float));
+    if (cap < mc_max) mc_max = cap > kMaxMR ? cap : kMaxMR;
+  }
+  // M chunks: at most mc_max rows, equal sizes in rows (each cut into row
+  // tiles of balanced heights, RowTiles) so tasks get equal work, and
+  // enough of them to give every task work when N has few panels.
   const size_t row_tiles = (g.M + kMaxMR - 1) / kMaxMR;
-  size_t m_chunks = (g.M + blk.mc - 1) / blk.mc;
+  size_t m_chunks = (g.M + mc_max - 1) / mc_max;
   const size_t tasks = detail::MaxTasks();
   if (m_chunks * pl.n_panels < tasks) {
     const size_t want = (tasks + pl.n_panels - 1) / pl.n_panels;
@@ -133,10 +152,6 @@ GemmPlan MakePlan(const GemmArgs& g) {
   }
   pl.mc = (g.M + m_chunks - 1) / m_chunks;
   pl.m_chunks = (g.M + pl.mc - 1) / pl.mc;
-  // Panels per workspace group: larger where A is packed, so that a tile's
-  // packed rows serve more panels before they are packed again (unpacked B
-  // goes through one slice of scratch, packed right before use).
-  pl.group = kPackA ? 4 * blk.nc_panels : blk.nc_panels;
   // Cost of an item for ParallelFor's small-work threshold, in bytes: the
   // panel's weights it streams (decoding is bound by them), or ~flops / 8.
   const size_t rows = g.M < pl.mc ? g.M : pl.mc;
