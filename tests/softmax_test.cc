@@ -304,6 +304,14 @@ void PipedStreamedRowsBody() {
     ASSERT_EQ(tfk_softmax(rows, cols, y.data(), cols, y.data(), cols, 0.5f, TFK_MASK_NONE, 0),
               TFK_SUCCESS);
     ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, 0.5f, TFK_MASK_NONE, 0);
+    // Causal (not piped: rows of cols - 3 .. cols valid columns, the rest
+    // zero), from the same call path.
+    Buffer xc(2 * 4 * cols), yc(2 * 4 * cols, 2);
+    FillUniform(xc.data(), 2 * 4 * cols, -10.0f, 10.0f, 4);
+    ASSERT_EQ(tfk_softmax(2 * 4, cols, xc.data(), cols, yc.data(), cols, 0.7f, TFK_MASK_CAUSAL, 4),
+              TFK_SUCCESS);
+    ExpectSoftmax(xc.data(), cols, yc.data(), cols, 2 * 4, cols, 0.7f, TFK_MASK_CAUSAL, 4);
+    ASSERT_TRUE(yc.GuardsIntact()) << cols;
   }
 }
 
