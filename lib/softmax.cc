@@ -543,7 +543,8 @@ constexpr size_t kSoftmaxStreamFactor = HWY_MAX_BYTES >= 64 ? 1 : 8;
 // Streamed rows that fuse the next row's pass 1 (AVX-512, NextRow) are also
 // piped, where no mask makes rows differ in length (causal rows, piped, went
 // +11-12 % at [2048, 32000] with q_len 512 but -7 to -10 % at [32768, 4096]
-// with q_len 64 or 2048: not understood, so not piped) and kPipeRowsInL2 rows
+// with q_len 64 or 2048, rows 16 bytes past a line: not understood, so not
+// piped) and kPipeRowsInL2 rows
 // fit in L2 (half of it for the row's x, its scratch and the scratch of the row
 // before): row r's pass 2 reads all of row r + 1 and does row r - 1's pass 3, a
 // vector of each per vector of its own (SoftmaxPiped). Alone, pass 2 is bound
