@@ -544,23 +544,22 @@ constexpr size_t kSoftmaxStreamFactor = HWY_MAX_BYTES >= 64 ? 1 : 8;
 // piped, where no mask makes rows differ in length (causal rows, piped, went
 // +11-12 % at [2048, 32000] with q_len 512 but -7 to -10 % at [32768, 4096]
 // with q_len 64 or 2048, rows 16 bytes past a line: not understood, so not
-// piped) and kPipeRowsInL2 rows
-// fit in L2 (half of it for the row's x, its scratch and the scratch of the row
-// before): row r's pass 2 reads all of row r + 1 and does row r - 1's pass 3, a
-// vector of each per vector of its own (SoftmaxPiped). Alone, pass 2 is bound
-// by its exponentials and pass 3 by its streamed writes (one Xeon core, family
-// 6 model 167, [2048, 32000]: 5.3 and 7.8 us a row, one after the other);
-// piped, the reads, the writes and the exponentials overlap. Same Xeon, medians
-// over rounds alternating with memcpy in one process, two runs, 1 / 2 threads:
-// [2048, 32000] +14-15 / +13-16 %, [16384, 8192] +19-22 / +17-22 %, [65536,
-// 2048] +8-15 / +9-13 %, [131072, 1024] +7-15 / +9-12 %; [2048, 32000] went
-// from 0.82 to 0.93-0.94 of memcpy's rate on one thread. (An intrinsics model
-// of it lost 9 % at 128256 columns, where three rows of 501 KiB crowd a 2 MiB
-// L2, and broke even at 98304.) Piped rows of kPipeStreamsMinCols or more read
-// the next row as kNextStreams streams, here from 4096 columns on ([16384,
-// 8192]: 22.1 against 19.2 GB/s with one stream, [32768, 4096] 22.0 against
-// 19.1), while 2048 and fewer do better with one ([65536, 2048]: 21.3 against
-// 17.1).
+// piped) and kPipeRowsInL2 rows fit in L2 (half of it for the row's x, its
+// scratch and the scratch of the row before): row r's pass 2 reads all of row r
+// + 1 and does row r - 1's pass 3, a vector of each per vector of its own
+// (SoftmaxPiped). Alone, pass 2 is bound by its exponentials and pass 3 by its
+// streamed writes (one Xeon core, family 6 model 167, [2048, 32000]: 5.3 and
+// 7.8 us a row, one after the other); piped, the reads, the writes and the
+// exponentials overlap. Same Xeon, medians over rounds alternating with memcpy
+// in one process, two runs, 1 / 2 threads: [2048, 32000] +14-15 / +13-16 %,
+// [16384, 8192] +19-22 / +17-22 %, [65536, 2048] +8-15 / +9-13 %, [131072,
+// 1024] +7-15 / +9-12 %; [2048, 32000] went from 0.82 to 0.93-0.94 of memcpy's
+// rate on one thread. (An intrinsics model of it lost 9 % at 128256 columns,
+// where three rows of 501 KiB crowd a 2 MiB L2, and broke even at 98304.) Piped
+// rows of kPipeStreamsMinCols or more read the next row as kNextStreams
+// streams, here from 4096 columns on ([16384, 8192]: 22.1 against 19.2 GB/s
+// with one stream, [32768, 4096] 22.0 against 19.1), while 2048 and fewer do
+// better with one ([65536, 2048]: 21.3 against 17.1).
 constexpr size_t kPipeRowsInL2 = 6, kPipeStreamsMinCols = 4096;
 
 void SoftmaxRows(const SoftmaxArgs& a) {
