@@ -435,14 +435,9 @@ HWY_EXPORT(PackPanels);
 
 Blocking GetBlocking() {
   static const Blocking blocking = [] {
-    long l1 = -1;
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-    l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-#endif
-    if (l1 <= 0) l1 = 32 << 10;
-    const size_t l2 = detail::L2CacheBytes();
+    const size_t l1 = detail::L1dCacheBytes(), l2 = detail::L2CacheBytes();
     Blocking b;
-    b.kc = static_cast<size_t>(l1) * 2 / (kNR * sizeof(float));  // twice L1d, see matmul.h
+    b.kc = l1 * 2 / (kNR * sizeof(float));  // twice L1d, see matmul.h
     b.kc = b.kc < 64 ? 64 : (b.kc > 512 ? 512 : b.kc);
     b.mc = l2 / 2 / (b.kc * sizeof(float));  // half of L2
     b.mc = b.mc < 48 ? 48 : (b.mc > 480 ? 480 : b.mc);

@@ -88,14 +88,28 @@ CacheInfo SysfsLastLevelCache() {
 constexpr size_t kMaxLlcPerCpu = size_t{64} << 20;
 }  // namespace
 
-size_t L2CacheBytes() {
-  static const size_t bytes = [] {
-    long l2 = -1;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+namespace {
+// The size sysconf gives for a cache (name: _SC_LEVEL*_CACHE_SIZE), or
+// `fallback` if it gives none.
+size_t SysconfCacheBytes(int name, size_t fallback) {
+  const long answer = name >= 0 ? sysconf(name) : -1;
+  return answer > 0 ? static_cast<size_t>(answer) : fallback;
+}
+
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+constexpr int kL1dName = _SC_LEVEL1_DCACHE_SIZE, kL2Name = _SC_LEVEL2_CACHE_SIZE;
+#else
+constexpr int kL1dName = -1, kL2Name = -1;
 #endif
-    return l2 > 0 ? static_cast<size_t>(l2) : size_t{512} << 10;
-  }();
+}  // namespace
+
+size_t L1dCacheBytes() {
+  static const size_t bytes = SysconfCacheBytes(kL1dName, size_t{32} << 10);
+  return bytes;
+}
+
+size_t L2CacheBytes() {
+  static const size_t bytes = SysconfCacheBytes(kL2Name, size_t{512} << 10);
   return bytes;
 }
 

@@ -20,7 +20,9 @@ namespace detail {
 // (bytes) overrides it.
 size_t StreamThresholdBytes();
 
-// The L2 cache of one core in bytes (sysconf; 512 KiB if unknown).
+// The L1 data cache and the L2 cache of one core in bytes (sysconf; 32 and
+// 512 KiB if unknown).
+size_t L1dCacheBytes();
 size_t L2CacheBytes();
 
 // Whether decoding's one-query tiles, which read K and V from memory as 4
