@@ -17,7 +17,8 @@
 // FMA peak is the most a broadcast-and-FMA kernel reaches on the core; the
 // GEMM's share of the tile's rate is what its blocking and threading keep.
 // (On one Xeon of family 6 model 167: AVX-512's 14 x 32 tile at 83-86 % of
-// the FMA peak, AVX2's 3 x 32 at 91-92 %; docs/matmul.md.)
+// the FMA peak in early runs and 96-97 % in later, calmer ones, AVX2's
+// 3 x 32 at 91-92 %; docs/matmul.md.)
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "bench/bench_peak.cc"

@@ -27,6 +27,19 @@
 // kTableExp, and the clamp of |x| is one operation instead of two,
 // ClampedAbs). Each is one long chain of dependent operations, so the row
 // loops run several vectors at once through the *N forms below.
+// The one division each takes is the largest single cost on AVX-512: a zmm
+// division occupies the divider ~10 cycles (one Xeon core, family 6 model
+// 167: 8 independent FMAs and one division 10.0 cycles a step, 32 and one
+// 17.6). There GELU-tanh runs ~12 cycles a vector and 8.8 with its division
+// replaced by a multiplication (GELU-erf 16.8 and 13.9), yet nothing that
+// kept a correct quotient gained more than 3 % (two library copies
+// alternating in one process, 4 Ki and 256 Ki floats, one thread): a
+// 14-bit reciprocal with one correction step (vrcp14ps takes ~3 FP-port
+// slots itself) +1-3 %, one division shared by two vectors (1 / (b0 b1)
+// and three multiplications) +0 % GELU-tanh and +2-3 % SiLU, a two-stage
+// loop that ends one step's vectors while it starts the next's +2-3 %
+// (-6 % at 256 Ki with the shared division), 8 vectors a step instead of
+// 4 -7 % (spills).
 
 #if defined(TFK_LIB_ACTIVATION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TFK_LIB_ACTIVATION_INL_H_
