@@ -29,6 +29,10 @@ namespace HWY_NAMESPACE {
 // 1123-1145), else a single panel.
 constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 
+// Panels a task at least, for tasks that share an M chunk to pack its A
+// each for itself (Gemm).
+constexpr size_t kPrivateAMinPanels = 16;
+
 // Where A is packed, a call packs each (M chunk, k-block) piece of its rows
 // once, into a buffer all its tasks read (detail::CallBuffer): the tasks
 // that need a piece before it is done pack it, a row tile each in turn,
@@ -237,9 +241,10 @@ static_assert(size_t{2} << kPrefetchTilesShift == kPrefetchTiles, "a line every 
 // chunk-major, so a task's contiguous range walks the panels of one M chunk
 // (its A block stays in cache) before moving on. Every item covers all of K.
 // pa: the call's shared packed A, or none (each task packs into its scratch;
-// kPackA only). Returns false if a task could not get its scratch memory
-// (out of memory).
-bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
+// kPackA only). min_chunk: ParallelFor's smallest chunk, in items. Returns
+// false if a task could not get its scratch memory (out of memory).
+bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa,
+              size_t min_chunk = kMinItemsPerChunk) {
   const size_t kc = pl.kc, n_panels = pl.n_panels, mc = pl.mc, group = pl.group;
   const bool decode = pl.decode, in_place = pl.in_place, stream_next = pl.stream_next;
   std::atomic<bool> ok{true};
@@ -362,7 +367,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa) {
         }
       }
     }
-  }, kMinItemsPerChunk);
+  }, min_chunk);
   return ok.load();
 }
 
@@ -383,8 +388,35 @@ bool Gemm(const GemmArgs& g) {
   // the shared buffer's pieces land in memory not yet cached (M = 2048,
   // K = N = 1024, one thread: shared 3 % slower).
   const GemmPlan whole = MakePlan(g);
-  if (!kPackA || detail::NumTasks(whole.m_chunks * whole.n_panels, whole.cost) <= 1) {
-    return GemmRows(g, whole, PackedA{});
+  const size_t items = whole.m_chunks * whole.n_panels;
+  const size_t tasks = detail::NumTasks(items, whole.cost);
+  if (!kPackA || tasks <= 1) return GemmRows(g, whole, PackedA{});
+  // Tasks that would share M chunks but have kPrivateAMinPanels panels each
+  // or more: each packs the A it uses itself, in a single chunk of work per
+  // task whose panels go in as few groups as the workspace allows (each
+  // group packs A once). Shared, each core
+  // read the half of A the other packed from that core's cache, and in the
+  // next call stored over lines the other still held; packed twice, A is
+  // only read by both. Two threads of a Xeon (family 6 model 167), medians
+  // of per-round ratios in both orders: M = 64, K = 1024 or 4096, N = 1024
+  // +6 / +6.5 %; M = 64, K = 1024 or 4096, N = 4096 +2.5 %; M = 130,
+  // K = N = 1024 +6 %; M = 32 / 256, K = N = 4096 +1 %. With fewer panels a
+  // task the packing,
+  // which costs about as much as one panel's FMAs on the same rows, would
+  // take a larger share (half of it with 2-panel tasks, 16 threads at
+  // N = 1024), and the shared A stays; so it does for decoding shapes (one
+  // row tile), bound by reading the weights, whose tasks keep their chunks
+  // of work for balance.
+  if (!whole.decode && whole.m_chunks < tasks &&
+      whole.n_panels >= kPrivateAMinPanels * tasks) {
+    // Groups as long as a task's panels where their partial sums take at
+    // most a quarter of L2, so that A is packed once.
+    GemmPlan pl = whole;
+    const size_t per_task = (items + tasks - 1) / tasks;
+    const size_t fit = GetBlocking().l2 / 4 / (pl.mc * kNR * sizeof(float));
+    const size_t longest = per_task < fit ? per_task : fit;
+    if (pl.group < longest) pl.group = longest;
+    return GemmRows(g, pl, PackedA{}, per_task);
   }
   // Slabs of rows whose packed A fits kPackedABudget floats (one slab for
   // most calls): each slab is a multiplication of its own, so its C elements

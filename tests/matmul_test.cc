@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "test_util.h"
@@ -309,6 +310,34 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
         }
       }
     }
+  }
+}
+
+// Tasks that share an M chunk with 16 panels each or more pack A each for
+// themselves (lib/matmul.cc, Gemm): two threads at N = 1030 (33 panels, the
+// last partial) and N = 2200 (69 panels, 35 a task: groups longer than 32),
+// seven at N = 3600 (113 panels), all with K across k-blocks. The same bits
+// as one thread, packed or not, and the reference.
+TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
+  const size_t K = 1100;
+  for (const auto& [M, N, threads] : {std::tuple<size_t, size_t, int>{40, 1030, 2},
+                                      std::tuple<size_t, size_t, int>{40, 2200, 2},
+                                      std::tuple<size_t, size_t, int>{70, 3600, 7}}) {
+    Mat A(M, K, 5), B(K, N), C1(M, N), C2(M, N), Y(M, N);
+    FillUniform(A.data(), M * A.ld, -1, 1, 41);
+    FillUniform(B.data(), K * B.ld, -1, 1, 42);
+    const auto run = [&](Mat& C) {
+      tfk::check(tfk_matmul(M, N, K, 1, A.data(), A.ld, B.data(), B.ld, TFK_LAYOUT_KN, 0,
+                            C.data(), N));
+    };
+    WithThreads(1, [&] { run(C1); });
+    WithThreads(threads, [&] { run(C2); });
+    tfk::linear layer(K, N, B.data(), TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE, B.ld);
+    WithThreads(threads, [&] { layer.forward(M, A.data(), Y.data(), nullptr, A.ld, N); });
+    ASSERT_TRUE(SameBits(C1.data(), C2.data(), M * N)) << "M=" << M << " threads " << threads;
+    ASSERT_TRUE(SameBits(C1.data(), Y.data(), M * N)) << "M=" << M << " threads " << threads;
+    Mat C0(M, N);
+    ExpectGemm(A, B, TFK_LAYOUT_KN, C0, C2, 1, 0, K);
   }
 }
 
