@@ -15,7 +15,6 @@
 
 #include <cmath>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "test_util.h"
@@ -320,9 +319,14 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
 // as one thread, packed or not, and the reference.
 TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
   const size_t K = 1100;
-  for (const auto& [M, N, threads] : {std::tuple<size_t, size_t, int>{40, 1030, 2},
-                                      std::tuple<size_t, size_t, int>{40, 2200, 2},
-                                      std::tuple<size_t, size_t, int>{70, 3600, 7}}) {
+  struct Shape {
+    size_t M, N;
+    int threads;
+  };
+  for (const Shape shape : {Shape{40, 1030, 2}, Shape{40, 2200, 2}, Shape{70, 3600, 7}}) {
+    // Plain variables: lambdas cannot capture structured bindings in C++17.
+    const size_t M = shape.M, N = shape.N;
+    const int threads = shape.threads;
     Mat A(M, K, 5), B(K, N), C1(M, N), C2(M, N), Y(M, N);
     FillUniform(A.data(), M * A.ld, -1, 1, 41);
     FillUniform(B.data(), K * B.ld, -1, 1, 42);
