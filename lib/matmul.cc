@@ -31,7 +31,7 @@ constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 
 // Panels a task at least, for tasks that share an M chunk to pack its A
 // each for itself (Gemm).
-constexpr size_t kPrivateAMinPanels = 16;
+constexpr size_t kPrivateAMinPanels = 4;
 
 // Where A is packed, a call packs each (M chunk, k-block) piece of its rows
 // once, into a buffer all its tasks read (detail::CallBuffer): the tasks
@@ -163,7 +163,8 @@ GemmPlan MakePlan(const GemmArgs& g) {
   pl.cost = flops_cost > bytes_cost ? flops_cost : bytes_cost;
   const size_t n_tasks = detail::NumTasks(pl.m_chunks * pl.n_panels, pl.cost);
   pl.next_panel = pl.next_panel && n_tasks <= 1;
-  // Fewer M chunks than tasks: tasks share a chunk's packed A, which is then
+  // Fewer M chunks than tasks: tasks share a chunk's packed A (unless they
+  // pack it each for themselves: Gemm), which is then
   // streamed out where the CPU gains by it (detail::StreamSharedPackedA;
   // PackATileTransposed has the figures). Where each chunk has a task of its
   // own, its pieces stay in that core's cache, unstreamed (streamed, M =
@@ -394,25 +395,25 @@ bool Gemm(const GemmArgs& g) {
   // Tasks that would share M chunks but have kPrivateAMinPanels panels each
   // or more: each packs the A it uses itself, in a single chunk of work per
   // task whose panels go in as few groups as the workspace allows (each
-  // group packs A once). Shared, each core
-  // read the half of A the other packed from that core's cache, and in the
-  // next call stored over lines the other still held; packed twice, A is
-  // only read by both. Two threads of a Xeon (family 6 model 167), medians
-  // of per-round ratios in both orders: M = 64, K = 1024 or 4096, N = 1024
-  // +6 / +6.5 %; M = 64, K = 1024 or 4096, N = 4096 +2.5 %; M = 130,
-  // K = N = 1024 +6 %; M = 32 / 256, K = N = 4096 +1 %. With fewer panels a
-  // task the packing,
-  // which costs about as much as one panel's FMAs on the same rows, would
-  // take a larger share (half of it with 2-panel tasks, 16 threads at
-  // N = 1024), and the shared A stays; so it does for decoding shapes (one
-  // row tile), bound by reading the weights, whose tasks keep their chunks
-  // of work for balance.
-  if (!whole.decode && whole.m_chunks < tasks &&
-      whole.n_panels >= kPrivateAMinPanels * tasks) {
+  // group packs A once). Shared, each core read the half of A the other
+  // packed from that core's cache and, in the next call, stored over lines
+  // the other still held; packed by each, A is only read by both. Two
+  // threads of a Xeon (family 6 model 167), against the shared A, medians
+  // of per-round ratios in both orders, M = 64: N = 256 (4 panels a task),
+  // K = 4096 / 1024 +22 / +41 %; N = 512 (8), K = 4096 +8 %; N = 1024 (16)
+  // +6-6.5 %; N = 4096 (64) +2.5 %; M = 130, K = 1024, N = 512 / 1024
+  // +8-9 / +6 %; M = 32 and 256, K = N = 4096 +1 %. One or two panels a
+  // task gained there too (M = 64, K = 4096, N = 64 / 128 +41 / +36 %),
+  // but packing costs about as much as one panel's FMAs on the same rows,
+  // so with fewer panels it would be most of a task's work, which on more
+  // cores than measured here may not pay: such tasks keep the shared A. So
+  // do decoding shapes (one row tile), bound by reading the weights, whose
+  // tasks keep their chunks of work for balance.
+  const size_t per_task = (items + tasks - 1) / tasks;
+  if (!whole.decode && whole.m_chunks < tasks && per_task >= kPrivateAMinPanels) {
     // Groups as long as a task's panels where their partial sums take at
     // most a quarter of L2, so that A is packed once.
     GemmPlan pl = whole;
-    const size_t per_task = (items + tasks - 1) / tasks;
     const size_t fit = GetBlocking().l2 / 4 / (pl.mc * kNR * sizeof(float));
     const size_t longest = per_task < fit ? per_task : fit;
     if (pl.group < longest) pl.group = longest;

@@ -312,18 +312,19 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   }
 }
 
-// Tasks that share an M chunk with 16 panels each or more pack A each for
-// themselves (lib/matmul.cc, Gemm): two threads at N = 1030 (33 panels, the
-// last partial) and N = 2200 (69 panels, 35 a task: groups longer than 32),
-// seven at N = 3600 (113 panels), all with K across k-blocks. The same bits
-// as one thread, packed or not, and the reference.
+// Tasks that share an M chunk with 4 panels each or more pack A each for
+// themselves (lib/matmul.cc, Gemm): two threads at N = 250 (8 panels, the
+// last partial), N = 1030 (33 panels) and N = 2200 (69 panels, 35 a task:
+// groups longer than 32), seven at N = 3600 (113 panels), all with K across
+// k-blocks. The same bits as one thread, packed or not, and the reference.
 TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
   const size_t K = 1100;
   struct Shape {
     size_t M, N;
     int threads;
   };
-  for (const Shape shape : {Shape{40, 1030, 2}, Shape{40, 2200, 2}, Shape{70, 3600, 7}}) {
+  for (const Shape shape :
+       {Shape{40, 250, 2}, Shape{40, 1030, 2}, Shape{40, 2200, 2}, Shape{70, 3600, 7}}) {
     // Plain variables: lambdas cannot capture structured bindings in C++17.
     const size_t M = shape.M, N = shape.N;
     const int threads = shape.threads;
