@@ -26,11 +26,14 @@ namespace HWY_NAMESPACE {
 // Smallest chunk of a ParallelFor over (M chunk, panel) items: 4 panels
 // where A is packed (AVX-512: 16-core Xeon, 16 threads, M = 512, K = N =
 // 4096: 8-panel chunks 1075-1139, 4-panel chunks 1204-1298 GFLOP/s, oneDNN
-// 1123-1145), else a single panel.
+// 1123-1145), else a single panel. Tasks that pack A each for themselves
+// (Gemm) take chunks of a workspace group instead: that shape on 16 threads
+// is now one 16-panel chunk a task, not measured on that machine, whose
+// cores ran at uneven speeds.
 constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 
-// Panels a task at least, for tasks that share an M chunk to pack its A
-// each for itself (Gemm).
+// Panels a task at least, for the tasks of a call to pack A each for
+// themselves instead of into one buffer for all (Gemm).
 constexpr size_t kPrivateAMinPanels = 4;
 
 // Where A is packed, a call packs each (M chunk, k-block) piece of its rows
@@ -392,32 +395,36 @@ bool Gemm(const GemmArgs& g) {
   const size_t items = whole.m_chunks * whole.n_panels;
   const size_t tasks = detail::NumTasks(items, whole.cost);
   if (!kPackA || tasks <= 1) return GemmRows(g, whole, PackedA{});
-  // Tasks that would share M chunks but have kPrivateAMinPanels panels each
-  // or more: each packs the A it uses itself, in a single chunk of work per
-  // task whose panels go in as few groups as the workspace allows (each
-  // group packs A once). Shared, each core read the half of A the other
+  // Tasks of kPrivateAMinPanels panels or more pack the A they use each for
+  // themselves, as a single task does, a group of panels at a time (groups
+  // made as long as a task's panels where their partial sums take at most
+  // a quarter of L2), in chunks of work of one group, so that a task packs
+  // A once a group and a task that runs out still takes whole groups from
+  // the others. Against one packing per call into a buffer all tasks read:
+  // where tasks share an M chunk, each core read the half of A the other
   // packed from that core's cache and, in the next call, stored over lines
-  // the other still held; packed by each, A is only read by both. Two
-  // threads of a Xeon (family 6 model 167), against the shared A, medians
-  // of per-round ratios in both orders, M = 64: N = 256 (4 panels a task),
-  // K = 4096 / 1024 +22 / +41 %; N = 512 (8), K = 4096 +8 %; N = 1024 (16)
-  // +6-6.5 %; N = 4096 (64) +2.5 %; M = 130, K = 1024, N = 512 / 1024
-  // +8-9 / +6 %; M = 32 and 256, K = N = 4096 +1 %. One or two panels a
-  // task gained there too (M = 64, K = 4096, N = 64 / 128 +41 / +36 %),
-  // but packing costs about as much as one panel's FMAs on the same rows,
-  // so with fewer panels it would be most of a task's work, which on more
-  // cores than measured here may not pay: such tasks keep the shared A. So
+  // the other still held; where each has its own, the buffer (up to 32 MiB)
+  // went to memory and back where a group's copy stays in L2. Two threads
+  // of a Xeon (family 6 model 167), medians of per-round ratios in both
+  // orders: M = 64, K = 4096, N = 256 / 512 / 1024 / 4096 (4 / 8 / 16 / 64
+  // panels a task) +22 / +8 / +6.5 / +2.5 % (K = 1024, N = 256 +41 %);
+  // M = 130, K = 1024, N = 512 / 1024 +8-9 / +6 %; M = 2048, K = 4096 /
+  // 1024, N = 1024 +10 / +4 %; M = 2048, K = N = 4096 +3 %; M = 512,
+  // K = N = 1024 +2.5 %; M = 512, K = N = 4096 -1 % (each group packs A
+  // again: 4 times); M = 1024, K = 1024, N = 4096 -1 %. One or two panels a
+  // task gained there too (M = 64, K = 4096, N = 64 / 128 +41 / +36 %), but
+  // packing costs about as much as one panel's FMAs on the same rows, so
+  // with fewer panels it would be most of a task's work, which on more cores
+  // than measured here may not pay: such tasks keep the shared buffer. So
   // do decoding shapes (one row tile), bound by reading the weights, whose
-  // tasks keep their chunks of work for balance.
+  // tasks keep their small chunks of work for balance.
   const size_t per_task = (items + tasks - 1) / tasks;
-  if (!whole.decode && whole.m_chunks < tasks && per_task >= kPrivateAMinPanels) {
-    // Groups as long as a task's panels where their partial sums take at
-    // most a quarter of L2, so that A is packed once.
+  if (!whole.decode && per_task >= kPrivateAMinPanels) {
     GemmPlan pl = whole;
     const size_t fit = GetBlocking().l2 / 4 / (pl.mc * kNR * sizeof(float));
     const size_t longest = per_task < fit ? per_task : fit;
     if (pl.group < longest) pl.group = longest;
-    return GemmRows(g, pl, PackedA{}, per_task);
+    return GemmRows(g, pl, PackedA{}, per_task < pl.group ? per_task : pl.group);
   }
   // Slabs of rows whose packed A fits kPackedABudget floats (one slab for
   // most calls): each slab is a multiplication of its own, so its C elements

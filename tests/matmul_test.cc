@@ -212,9 +212,10 @@ TEST_P(MatmulTest, PackedEqualsUnpackedBeyondL2) {
 }
 
 // A taller than the packed-A budget (8 Mi floats, lib/matmul.cc) goes
-// through in slabs of rows where a call runs as several tasks: here 518 +
-// 512 rows at K = 8192, with a bias and a residual of its own leading
-// dimension, which each slab must offset.
+// through in slabs of rows where a call's tasks share one packed A (fewer
+// than 4 panels each: seven tasks here): 518 + 512 rows at K = 8192, with
+// a bias and a residual of its own leading dimension, which each slab must
+// offset.
 TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   const size_t M = 1030, K = 8192, N = 33;
   Mat X(M, K), W(K, N), R(M, N, 3), Y(M, N, 1);
@@ -226,8 +227,9 @@ TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   std::vector<float> bias(N);
   for (size_t j = 0; j < N; ++j) bias[j] = static_cast<float>(j % 5);
   tfk::linear layer(K, N, W.data(), TFK_LAYOUT_KN, bias.data());
-  // Two tasks: the shared packed A (one task packs into its own scratch).
-  WithThreads(2, [&] { layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld); });
+  // Seven tasks of at most 3 panels: the shared packed A (one task, or
+  // tasks of 4 panels or more, pack into their own scratch).
+  WithThreads(7, [&] { layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld); });
   std::vector<double> row(N);
   for (size_t i = 0; i < M; ++i) {
     for (size_t j = 0; j < N; ++j) row[j] = bias[j] + R.at(i, j);
@@ -312,10 +314,11 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   }
 }
 
-// Tasks that share an M chunk with 4 panels each or more pack A each for
-// themselves (lib/matmul.cc, Gemm): two threads at N = 250 (8 panels, the
-// last partial), N = 1030 (33 panels) and N = 2200 (69 panels, 35 a task:
-// groups longer than 32), seven at N = 3600 (113 panels), all with K across
+// Tasks of 4 panels or more pack A each for themselves (lib/matmul.cc,
+// Gemm): two threads at N = 250 (8 panels, the last partial), N = 1030 (33
+// panels) and N = 2200 (69 panels, 35 a task: groups longer than 32) on
+// one M chunk; two threads at M = 600 (several M chunks, chunks of work
+// across their edges); seven at N = 3600 (113 panels); all with K across
 // k-blocks. The same bits as one thread, packed or not, and the reference.
 TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
   const size_t K = 1100;
@@ -324,7 +327,8 @@ TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
     int threads;
   };
   for (const Shape shape :
-       {Shape{40, 250, 2}, Shape{40, 1030, 2}, Shape{40, 2200, 2}, Shape{70, 3600, 7}}) {
+       {Shape{40, 250, 2}, Shape{40, 1030, 2}, Shape{40, 2200, 2}, Shape{600, 300, 2},
+        Shape{70, 3600, 7}}) {
     // Plain variables: lambdas cannot capture structured bindings in C++17.
     const size_t M = shape.M, N = shape.N;
     const int threads = shape.threads;
