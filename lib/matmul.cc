@@ -26,25 +26,26 @@ namespace HWY_NAMESPACE {
 // Smallest chunk of a ParallelFor over (M chunk, panel) items: 4 panels
 // where A is packed (AVX-512: 16-core Xeon, 16 threads, M = 512, K = N =
 // 4096: 8-panel chunks 1075-1139, 4-panel chunks 1204-1298 GFLOP/s, oneDNN
-// 1123-1145), else a single panel. Tasks that pack A each for themselves
-// (Gemm) take chunks of a workspace group instead: that shape on 16 threads
-// is now one 16-panel chunk a task, not measured on that machine, whose
-// cores ran at uneven speeds.
+// 1123-1145), else a single panel. Now only where the tasks share one packed
+// A: tasks that pack it each for themselves (Gemm) take whole workspace
+// groups instead; that shape on 16 threads is now one 16-panel group a
+// task, not measured on that machine, whose cores ran at uneven speeds.
 constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 
 // Panels a task at least, for the tasks of a call to pack A each for
 // themselves instead of into one buffer for all (Gemm).
 constexpr size_t kPrivateAMinPanels = 4;
 
-// Where A is packed, a call packs each (M chunk, k-block) piece of its rows
-// once, into a buffer all its tasks read (detail::CallBuffer): the tasks
-// that need a piece before it is done pack it, a row tile each in turn,
-// right before its first use (streamed out where tasks share it,
-// GemmPlan::stream_a), and wait for the rest of it (PackedPiece).
-// Packed per chunk of work instead, every chunk packed its M chunk's A
-// again; packing an element costs about as much as one panel's FMAs on it
-// (32 multiply-adds, a cycle), so that cost 1 / (panels per chunk) of the
-// time, a quarter with the 4-panel chunks two threads get at N = 1024. At
+// Where A is packed and a call's tasks have fewer than kPrivateAMinPanels
+// panels each (or the shape is a decoding one; Gemm), the call packs each
+// (M chunk, k-block) piece of its rows once, into a buffer all its tasks
+// read (detail::CallBuffer): the tasks that need a piece before it is done
+// pack it, a row tile each in turn, right before its first use (streamed
+// out where tasks share it, GemmPlan::stream_a), and wait for the rest of
+// it (PackedPiece). Packed per small chunk of work instead, every chunk
+// packed its M chunk's A again; packing an element costs about as much as
+// one panel's FMAs on it (32 multiply-adds, a cycle), so that cost
+// 1 / (panels per chunk) of the time, a quarter with 4-panel chunks. At
 // most kPackedABudget floats (32 MiB) are packed at a time; taller A goes
 // through in slabs of rows.
 constexpr size_t kPackedABudget = size_t{8} << 20;
@@ -245,14 +246,15 @@ static_assert(size_t{2} << kPrefetchTilesShift == kPrefetchTiles, "a line every 
 // chunk-major, so a task's contiguous range walks the panels of one M chunk
 // (its A block stays in cache) before moving on. Every item covers all of K.
 // pa: the call's shared packed A, or none (each task packs into its scratch;
-// kPackA only). min_chunk: ParallelFor's smallest chunk, in items. Returns
-// false if a task could not get its scratch memory (out of memory).
-bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa,
-              size_t min_chunk = kMinItemsPerChunk) {
+// kPackA only). by_group: the call is split into whole groups (an M chunk's
+// panels cut into runs of pl.group), the unit of work a task takes;
+// otherwise into chunks of at least kMinItemsPerChunk items. Returns false
+// if a task could not get its scratch memory (out of memory).
+bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa, bool by_group = false) {
   const size_t kc = pl.kc, n_panels = pl.n_panels, mc = pl.mc, group = pl.group;
   const bool decode = pl.decode, in_place = pl.in_place, stream_next = pl.stream_next;
   std::atomic<bool> ok{true};
-  detail::ParallelFor(pl.m_chunks * n_panels, pl.cost, [&](size_t begin, size_t end) HWY_ATTR {
+  const auto rows = [&](size_t begin, size_t end) HWY_ATTR {
     const bool blocked = g.K > kc;  // partial sums parked in W between k-blocks
     const size_t w_floats = blocked ? group * mc * kNR : 0;
     // Unpacked B: one packed slice; none where decoding reads every panel in
@@ -371,7 +373,20 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa,
         }
       }
     }
-  }, min_chunk);
+  };
+  if (by_group) {
+    const size_t per_chunk = (n_panels + group - 1) / group;
+    detail::ParallelFor(pl.m_chunks * per_chunk, pl.cost * group,
+                        [&](size_t begin, size_t end) HWY_ATTR {
+                          for (size_t u = begin; u < end; ++u) {
+                            const size_t first = u / per_chunk * n_panels + u % per_chunk * group;
+                            const size_t rest = n_panels - u % per_chunk * group;
+                            rows(first, first + (group < rest ? group : rest));
+                          }
+                        });
+  } else {
+    detail::ParallelFor(pl.m_chunks * n_panels, pl.cost, rows, kMinItemsPerChunk);
+  }
   return ok.load();
 }
 
@@ -396,11 +411,13 @@ bool Gemm(const GemmArgs& g) {
   const size_t tasks = detail::NumTasks(items, whole.cost);
   if (!kPackA || tasks <= 1) return GemmRows(g, whole, PackedA{});
   // Tasks of kPrivateAMinPanels panels or more pack the A they use each for
-  // themselves, as a single task does, a group of panels at a time (groups
-  // made as long as a task's panels where their partial sums take at most
-  // a quarter of L2), in chunks of work of one group, so that a task packs
-  // A once a group and a task that runs out still takes whole groups from
-  // the others. Against one packing per call into a buffer all tasks read:
+  // themselves, as a single task does, a group of panels at a time, and
+  // take whole groups as their units of work (GemmRows, by_group): a task
+  // packs A once a group, and one that runs out takes whole groups from
+  // the others. Groups are made as long as a task's panels where their
+  // partial sums take at most a quarter of L2, and no longer than a task's
+  // share, so every task gets one. Against one packing per call into a
+  // buffer all tasks read:
   // where tasks share an M chunk, each core read the half of A the other
   // packed from that core's cache and, in the next call, stored over lines
   // the other still held; where each has its own, the buffer (up to 32 MiB)
@@ -416,15 +433,17 @@ bool Gemm(const GemmArgs& g) {
   // packing costs about as much as one panel's FMAs on the same rows, so
   // with fewer panels it would be most of a task's work, which on more cores
   // than measured here may not pay: such tasks keep the shared buffer. So
-  // do decoding shapes (one row tile), bound by reading the weights, whose
-  // tasks keep their small chunks of work for balance.
+  // do decoding shapes (packed weights with M <= kMaxMR, or M = 1 reading
+  // B in place), bound by reading the weights, whose tasks keep their
+  // small chunks of work for balance.
   const size_t per_task = (items + tasks - 1) / tasks;
   if (!whole.decode && per_task >= kPrivateAMinPanels) {
     GemmPlan pl = whole;
     const size_t fit = GetBlocking().l2 / 4 / (pl.mc * kNR * sizeof(float));
     const size_t longest = per_task < fit ? per_task : fit;
     if (pl.group < longest) pl.group = longest;
-    return GemmRows(g, pl, PackedA{}, per_task < pl.group ? per_task : pl.group);
+    if (pl.group > per_task) pl.group = per_task;  // a group at least for every task
+    return GemmRows(g, pl, PackedA{}, /*by_group=*/true);
   }
   // Slabs of rows whose packed A fits kPackedABudget floats (one slab for
   // most calls): each slab is a multiplication of its own, so its C elements

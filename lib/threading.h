@@ -49,7 +49,7 @@ size_t NumTasks(size_t n, size_t bytes_per_item);
 void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBody body);
 
 // Calls body(begin, end) over a partition of [0, n) into chunks of at least
-// min_chunk items (fewer if n is smaller). `body` may be a lambda defined in
+// min_chunk items (fewer where a task's share, n / tasks, is smaller). `body` may be a lambda defined in
 // target code (HWY_ATTR); it is only called, never copied.
 template <class Body>
 void ParallelFor(size_t n, size_t bytes_per_item, const Body& body, size_t min_chunk = 1) {

@@ -213,7 +213,7 @@ TEST_P(MatmulTest, PackedEqualsUnpackedBeyondL2) {
 
 // A taller than the packed-A budget (8 Mi floats, lib/matmul.cc) goes
 // through in slabs of rows where a call's tasks share one packed A (fewer
-// than 4 panels each: seven tasks here): 518 + 512 rows at K = 8192, with
+// than 4 panels each: sixteen tasks here): 518 + 512 rows at K = 8192, with
 // a bias and a residual of its own leading dimension, which each slab must
 // offset.
 TEST_P(MatmulTest, ExactAcrossRowSlabs) {
@@ -227,9 +227,10 @@ TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   std::vector<float> bias(N);
   for (size_t j = 0; j < N; ++j) bias[j] = static_cast<float>(j % 5);
   tfk::linear layer(K, N, W.data(), TFK_LAYOUT_KN, bias.data());
-  // Seven tasks of at most 3 panels: the shared packed A (one task, or
-  // tasks of 4 panels or more, pack into their own scratch).
-  WithThreads(7, [&] { layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld); });
+  // Sixteen tasks of at most 3 panels (10 items on a 2 MiB L2, 34 on a
+  // 512 KiB one): the shared packed A (one task, or tasks of 4 panels or
+  // more, pack into their own scratch).
+  WithThreads(16, [&] { layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld); });
   std::vector<double> row(N);
   for (size_t i = 0; i < M; ++i) {
     for (size_t j = 0; j < N; ++j) row[j] = bias[j] + R.at(i, j);
@@ -314,27 +315,32 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   }
 }
 
-// Tasks of 4 panels or more pack A each for themselves (lib/matmul.cc,
-// Gemm): two threads at N = 250 (8 panels, the last partial), N = 1030 (33
-// panels) and N = 2200 (69 panels, 35 a task: groups longer than 32) on
-// one M chunk; two threads at M = 600 (several M chunks, chunks of work
-// across their edges); seven at N = 3600 (113 panels); all with K across
-// k-blocks. The same bits as one thread, packed or not, and the reference.
+// Tasks of 4 panels or more pack A each for themselves, taking whole groups
+// of panels as their units of work (lib/matmul.cc, Gemm): two threads at
+// N = 250 (8 panels, the last partial), N = 1030 (33 panels) and N = 2200
+// (69 panels, 35 a task: groups longer than 32) on one M chunk; at M = 600
+// (several M chunks of one group each, two for one task) and M = 300,
+// N = 1100 (several groups an M chunk); seven at N = 3600 (113 panels);
+// all with K across k-blocks. The same bits as one thread, packed or not,
+// and the reference; with a bias, GELU and a residual of its own stride,
+// the same bits as one thread.
 TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
   const size_t K = 1100;
   struct Shape {
     size_t M, N;
     int threads;
   };
-  for (const Shape shape :
-       {Shape{40, 250, 2}, Shape{40, 1030, 2}, Shape{40, 2200, 2}, Shape{600, 300, 2},
-        Shape{70, 3600, 7}}) {
+  for (const Shape shape : {Shape{40, 250, 2}, Shape{40, 1030, 2}, Shape{40, 2200, 2},
+                            Shape{600, 300, 2}, Shape{300, 1100, 2}, Shape{70, 3600, 7}}) {
     // Plain variables: lambdas cannot capture structured bindings in C++17.
     const size_t M = shape.M, N = shape.N;
     const int threads = shape.threads;
-    Mat A(M, K, 5), B(K, N), C1(M, N), C2(M, N), Y(M, N);
+    Mat A(M, K, 5), B(K, N), C1(M, N), C2(M, N), Y(M, N), R(M, N, 3), Z1(M, N), Z2(M, N);
     FillUniform(A.data(), M * A.ld, -1, 1, 41);
     FillUniform(B.data(), K * B.ld, -1, 1, 42);
+    FillUniform(R.data(), M * R.ld, -1, 1, 43);
+    std::vector<float> bias(N);
+    FillUniform(bias.data(), N, -1, 1, 44);
     const auto run = [&](Mat& C) {
       tfk::check(tfk_matmul(M, N, K, 1, A.data(), A.ld, B.data(), B.ld, TFK_LAYOUT_KN, 0,
                             C.data(), N));
@@ -347,6 +353,10 @@ TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
     ASSERT_TRUE(SameBits(C1.data(), Y.data(), M * N)) << "M=" << M << " threads " << threads;
     Mat C0(M, N);
     ExpectGemm(A, B, TFK_LAYOUT_KN, C0, C2, 1, 0, K);
+    tfk::linear fused(K, N, B.data(), TFK_LAYOUT_KN, bias.data(), TFK_ACT_GELU_ERF, B.ld);
+    WithThreads(1, [&] { fused.forward(M, A.data(), Z1.data(), R.data(), A.ld, N, R.ld); });
+    WithThreads(threads, [&] { fused.forward(M, A.data(), Z2.data(), R.data(), A.ld, N, R.ld); });
+    ASSERT_TRUE(SameBits(Z1.data(), Z2.data(), M * N)) << "M=" << M << " threads " << threads;
   }
 }
 
