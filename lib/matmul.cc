@@ -417,11 +417,11 @@ bool Gemm(const GemmArgs& g) {
   // the others. Groups are made as long as a task's panels where their
   // partial sums take at most a quarter of L2, and no longer than a task's
   // share, so every task gets one. Against one packing per call into a
-  // buffer all tasks read:
-  // where tasks share an M chunk, each core read the half of A the other
-  // packed from that core's cache and, in the next call, stored over lines
-  // the other still held; where each has its own, the buffer (up to 32 MiB)
-  // went to memory and back where a group's copy stays in L2. Two threads
+  // buffer all tasks read (where tasks shared an M chunk, each core read
+  // the half of A the other packed from that core's cache and, in the next
+  // call, stored over lines the other still held; where each had its own,
+  // the buffer, up to 32 MiB, went to memory and back, where a group's copy
+  // stays in L2), two threads
   // of a Xeon (family 6 model 167), medians of per-round ratios in both
   // orders: M = 64, K = 4096, N = 256 / 512 / 1024 / 4096 (4 / 8 / 16 / 64
   // panels a task) +22 / +8 / +6.5 / +2.5 % (K = 1024, N = 256 +41 %);
