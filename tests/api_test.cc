@@ -248,19 +248,29 @@ TEST(Threads, ConcurrentCallersGetCorrectResults) {
   tfk::softmax(rows, cols, x.data(), want_sm.data());
   tfk::layernorm(rows, cols, x.data(), nullptr, nullptr, 1e-5f, want_ln.data());
   tfk::activate(TFK_ACT_GELU_ERF, rows, cols, x.data(), want_ge.data());
+  // A matmul whose tasks use per-thread scratch: x as A [64, 1000] times
+  // B [1000, 640] (20 panels).
+  const size_t mn = 640;
+  std::vector<float> b(cols * mn), want_mm(rows * mn);
+  FillUniform(b.data(), b.size(), -1, 1, 3);
+  tfk::check(tfk_matmul(rows, mn, cols, 1, x.data(), cols, b.data(), mn, TFK_LAYOUT_KN, 0,
+                        want_mm.data(), mn));
   std::vector<std::thread> threads;
   std::vector<int> ok(8, 0);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      std::vector<float> sm(x.size()), ln(x.size()), ge(x.size());
+      std::vector<float> sm(x.size()), ln(x.size()), ge(x.size()), mm(want_mm.size());
       bool good = true;
       for (int it = 0; it < 20; ++it) {
         good &= tfk_softmax(rows, cols, x.data(), cols, sm.data(), cols, 1, TFK_MASK_NONE, 0) == 0;
         good &= tfk_layernorm(rows, cols, x.data(), cols, nullptr, nullptr, 1e-5f, ln.data(), cols) == 0;
         good &= tfk_activate(TFK_ACT_GELU_ERF, rows, cols, x.data(), cols, ge.data(), cols) == 0;
+        good &= tfk_matmul(rows, mn, cols, 1, x.data(), cols, b.data(), mn, TFK_LAYOUT_KN, 0,
+                           mm.data(), mn) == 0;
         good &= SameBits(sm.data(), want_sm.data(), x.size()) &&
                 SameBits(ln.data(), want_ln.data(), x.size()) &&
-                SameBits(ge.data(), want_ge.data(), x.size());
+                SameBits(ge.data(), want_ge.data(), x.size()) &&
+                SameBits(mm.data(), want_mm.data(), mm.size());
       }
       ok[t] = good;
     });
