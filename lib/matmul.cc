@@ -33,11 +33,13 @@ namespace HWY_NAMESPACE {
 constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 
 // Panels a task at least, for the tasks of a call to pack A each for
-// themselves instead of into one buffer for all (Gemm).
+// themselves instead of into one buffer for all, where more than two tasks
+// share an M chunk (Gemm).
 constexpr size_t kPrivateAMinPanels = 4;
 
 // Where A is packed and a call's tasks have fewer than kPrivateAMinPanels
-// panels each (or the shape is a decoding one; Gemm), the call packs each
+// panels each with more than two on an M chunk (or the shape is a decoding
+// one; Gemm), the call packs each
 // (M chunk, k-block) piece of its rows once, into a buffer all its tasks
 // read (detail::CallBuffer): the tasks that need a piece before it is done
 // pack it, a row tile each in turn, right before its first use (streamed
@@ -410,8 +412,9 @@ bool Gemm(const GemmArgs& g) {
   const size_t items = whole.m_chunks * whole.n_panels;
   const size_t tasks = detail::NumTasks(items, whole.cost);
   if (!kPackA || tasks <= 1) return GemmRows(g, whole, PackedA{});
-  // Tasks of kPrivateAMinPanels panels or more pack the A they use each for
-  // themselves, as a single task does, a group of panels at a time, and
+  // Tasks of kPrivateAMinPanels panels or more, or at most two to an M
+  // chunk, pack the A they use each for themselves, as a single task does,
+  // a group of panels at a time, and
   // take whole groups as their units of work (GemmRows, by_group): a task
   // packs A once a group, and one that runs out takes whole groups from
   // the others. Groups are made as long as a task's panels where their
@@ -428,16 +431,21 @@ bool Gemm(const GemmArgs& g) {
   // M = 130, K = 1024, N = 512 / 1024 +8-9 / +6 %; M = 2048, K = 4096 /
   // 1024, N = 1024 +10 / +4 %; M = 2048, K = N = 4096 +3 %; M = 512,
   // K = N = 1024 +2.5 %; M = 512, K = N = 4096 -1 % (each group packs A
-  // again: 4 times); M = 1024, K = 1024, N = 4096 -1 %. One or two panels a
-  // task gained there too (M = 64, K = 4096, N = 64 / 128 +41 / +36 %), but
-  // packing costs about as much as one panel's FMAs on the same rows, so
-  // with fewer panels it would be most of a task's work, which on more cores
-  // than measured here may not pay: such tasks keep the shared buffer. So
-  // do decoding shapes (packed weights with M <= kMaxMR, or M = 1 reading
-  // B in place), bound by reading the weights, whose tasks keep their
-  // small chunks of work for balance.
+  // again: 4 times); M = 1024, K = 1024, N = 4096 -1 %. Tasks of fewer
+  // panels gained more (M = 64, K = 4096, N = 64 / 128 +42 / +38 %; M = 32,
+  // K = 4096, N = 128 +62 %; M = 130, K = 1024, N = 96 +20 %; M = 256,
+  // K = 1024, N = 64 +25 %), with at most two tasks on an M chunk, each
+  // then packing twice what it did. Packing costs about as much as one
+  // panel's FMAs on the same rows, so with more tasks on an M chunk, each
+  // packing all of it, and fewer panels a task it would be most of a task's
+  // work, which was not measured: such tasks keep the shared buffer. So do
+  // decoding shapes (packed weights with M <= kMaxMR, or M = 1 reading B
+  // in place), bound by reading the weights, whose tasks keep their small
+  // chunks of work for balance.
   const size_t per_task = (items + tasks - 1) / tasks;
-  if (!whole.decode && per_task >= kPrivateAMinPanels) {
+  const size_t sharers = (tasks + whole.m_chunks - 1) / whole.m_chunks;  // tasks an M chunk
+  if (!whole.decode && (per_task >= kPrivateAMinPanels || sharers <= 2) &&
+      detail::PackAPerTask()) {
     GemmPlan pl = whole;
     const size_t fit = GetBlocking().l2 / 4 / (pl.mc * kNR * sizeof(float));
     const size_t longest = per_task < fit ? per_task : fit;

@@ -171,6 +171,11 @@ bool StreamSharedPackedA() {
   return stream;
 }
 
+bool PackAPerTask() {
+  static const bool per_task = EnvBool("TFK_PACK_A_PER_TASK", true);
+  return per_task;
+}
+
 bool DecodeNextLongPanel() {
   static const bool next = EnvBool("TFK_DECODE_NEXT_PANEL", AmdWithAvx512());
   return next;

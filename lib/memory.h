@@ -49,6 +49,12 @@ bool DecodeSpreadPrefetch();
 // environment variable TFK_STREAM_PACKED_A (0 or 1) overrides.
 bool StreamSharedPackedA();
 
+// Whether the AVX-512 matmul's tasks pack A each for themselves where they
+// have 4 panels or more each or are at most two to an M chunk (lib/matmul.cc,
+// Gemm), rather than into one buffer all the call's tasks read. Yes unless
+// the environment variable TFK_PACK_A_PER_TASK is 0 (the tests run both).
+bool PackAPerTask();
+
 // Whether a decoding matmul tile of at most 4 rows that runs as the call's
 // only task prefetches the next panel of packed weights while it reads its
 // own, where panels are long (more than kShortPanelK k-steps; lib/matmul.cc,

@@ -154,7 +154,8 @@ TEST_P(MatmulTest, ExactWithSmallIntegers) {
 // Packed weights equal the unpacked matmul bit for bit for every row count
 // of one and two 14-row tiles (the decoding tiles up to 14 rows with packed
 // weights), across k-blocks (K = 1100 > kc) and with the call split into
-// tasks (two threads: on AVX-512 the tasks share one packed A).
+// tasks (two threads: on AVX-512 the decoding shapes share one packed A,
+// the others pack it per task).
 TEST_P(MatmulTest, PackedEqualsUnpackedForEveryRowCount) {
   const size_t K = 1100, N = 70;
   for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
@@ -212,10 +213,10 @@ TEST_P(MatmulTest, PackedEqualsUnpackedBeyondL2) {
 }
 
 // A taller than the packed-A budget (8 Mi floats, lib/matmul.cc) goes
-// through in slabs of rows where a call's tasks share one packed A (fewer
-// than 4 panels each: sixteen tasks here): 518 + 512 rows at K = 8192, with
-// a bias and a residual of its own leading dimension, which each slab must
-// offset.
+// through in slabs of rows where a call's tasks share one packed A (ctest
+// runs this with TFK_PACK_A_PER_TASK=0; by default these tasks pack A each
+// for themselves): 518 + 512 rows at K = 8192, with a bias and a residual of
+// its own leading dimension, which each slab must offset.
 TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   const size_t M = 1030, K = 8192, N = 33;
   Mat X(M, K), W(K, N), R(M, N, 3), Y(M, N, 1);
@@ -227,9 +228,7 @@ TEST_P(MatmulTest, ExactAcrossRowSlabs) {
   std::vector<float> bias(N);
   for (size_t j = 0; j < N; ++j) bias[j] = static_cast<float>(j % 5);
   tfk::linear layer(K, N, W.data(), TFK_LAYOUT_KN, bias.data());
-  // Sixteen tasks of at most 3 panels (10 items on a 2 MiB L2, 34 on a
-  // 512 KiB one): the shared packed A (one task, or tasks of 4 panels or
-  // more, pack into their own scratch).
+  // Sixteen tasks (one task packs into its own scratch).
   WithThreads(16, [&] { layer.forward(M, X.data(), Y.data(), R.data(), K, Y.ld, R.ld); });
   std::vector<double> row(N);
   for (size_t i = 0; i < M; ++i) {
@@ -315,9 +314,11 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   }
 }
 
-// Tasks of 4 panels or more pack A each for themselves, taking whole groups
-// of panels as their units of work (lib/matmul.cc, Gemm): two threads at
-// N = 250 (8 panels, the last partial), N = 1030 (33 panels) and N = 2200
+// Tasks of 4 panels or more, or at most two to an M chunk, pack A each for
+// themselves, taking whole groups of panels as their units of work
+// (lib/matmul.cc, Gemm; ctest also runs this with the shared packed A,
+// TFK_PACK_A_PER_TASK=0): two threads at N = 70 (3 panels, 2 a task), N =
+// 250 (8 panels, the last partial), N = 1030 (33 panels) and N = 2200
 // (69 panels, 35 a task: groups longer than 32) on one M chunk; at M = 600
 // (several M chunks of one group each, two for one task) and M = 300,
 // N = 1100 (several groups an M chunk); seven at N = 3600 (113 panels);
@@ -330,8 +331,9 @@ TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
     size_t M, N;
     int threads;
   };
-  for (const Shape shape : {Shape{40, 250, 2}, Shape{40, 1030, 2}, Shape{40, 2200, 2},
-                            Shape{600, 300, 2}, Shape{300, 1100, 2}, Shape{70, 3600, 7}}) {
+  for (const Shape shape : {Shape{40, 70, 2}, Shape{40, 250, 2}, Shape{40, 1030, 2},
+                            Shape{40, 2200, 2}, Shape{600, 300, 2}, Shape{300, 1100, 2},
+                            Shape{70, 3600, 7}}) {
     // Plain variables: lambdas cannot capture structured bindings in C++17.
     const size_t M = shape.M, N = shape.N;
     const int threads = shape.threads;
