@@ -26,20 +26,13 @@ namespace HWY_NAMESPACE {
 // Smallest chunk of a ParallelFor over (M chunk, panel) items: 4 panels
 // where A is packed (AVX-512: 16-core Xeon, 16 threads, M = 512, K = N =
 // 4096: 8-panel chunks 1075-1139, 4-panel chunks 1204-1298 GFLOP/s, oneDNN
-// 1123-1145), else a single panel. Now only where the tasks share one packed
-// A: tasks that pack it each for themselves (Gemm) take whole workspace
-// groups instead; that shape on 16 threads is now one 16-panel group a
-// task, not measured on that machine, whose cores ran at uneven speeds.
+// 1123-1145), else a single panel. Only where the tasks share one packed A
+// (as there: 8 tasks an M chunk); tasks that pack A each for themselves
+// (Gemm) take whole workspace groups instead.
 constexpr size_t kMinItemsPerChunk = kPackA ? 4 : 1;
 
-// Panels a task at least, for the tasks of a call to pack A each for
-// themselves instead of into one buffer for all, where more than two tasks
-// share an M chunk (Gemm).
-constexpr size_t kPrivateAMinPanels = 4;
-
-// Where A is packed and a call's tasks have fewer than kPrivateAMinPanels
-// panels each with more than two on an M chunk (or the shape is a decoding
-// one; Gemm), the call packs each
+// Where A is packed and more than two of a call's tasks share an M chunk
+// (or the shape is a decoding one; Gemm), the call packs each
 // (M chunk, k-block) piece of its rows once, into a buffer all its tasks
 // read (detail::CallBuffer): the tasks that need a piece before it is done
 // pack it, a row tile each in turn, right before its first use (streamed
@@ -412,9 +405,8 @@ bool Gemm(const GemmArgs& g) {
   const size_t items = whole.m_chunks * whole.n_panels;
   const size_t tasks = detail::NumTasks(items, whole.cost);
   if (!kPackA || tasks <= 1) return GemmRows(g, whole, PackedA{});
-  // Tasks of kPrivateAMinPanels panels or more, or at most two to an M
-  // chunk, pack the A they use each for themselves, as a single task does,
-  // a group of panels at a time, and
+  // Tasks at most two to an M chunk pack the A they use each for
+  // themselves, as a single task does, a group of panels at a time, and
   // take whole groups as their units of work (GemmRows, by_group): a task
   // packs A once a group, and one that runs out takes whole groups from
   // the others. Groups are made as long as a task's panels where their
@@ -434,18 +426,22 @@ bool Gemm(const GemmArgs& g) {
   // again: 4 times); M = 1024, K = 1024, N = 4096 -1 %. Tasks of fewer
   // panels gained more (M = 64, K = 4096, N = 64 / 128 +42 / +38 %; M = 32,
   // K = 4096, N = 128 +62 %; M = 130, K = 1024, N = 96 +20 %; M = 256,
-  // K = 1024, N = 64 +25 %), with at most two tasks on an M chunk, each
-  // then packing twice what it did. Packing costs about as much as one
-  // panel's FMAs on the same rows, so with more tasks on an M chunk, each
-  // packing all of it, and fewer panels a task it would be most of a task's
-  // work, which was not measured: such tasks keep the shared buffer. So do
-  // decoding shapes (packed weights with M <= kMaxMR, or M = 1 reading B
-  // in place), bound by reading the weights, whose tasks keep their small
-  // chunks of work for balance.
+  // K = 1024, N = 64 +25 %), each then packing twice what it did. With
+  // more tasks on an M chunk, each would pack all of it: packing costs
+  // about as much as one panel's FMAs on the same rows, so s tasks of p
+  // panels an M chunk would pack s times the A of one packing, 1 / p of
+  // their work (a 16-panel share: 6 %), and take whole groups, one a task
+  // where the share is one group, where 4-panel chunks of a shared packing
+  // let the others absorb a slow core (16 threads of a 16-vCPU Xeon whose
+  // cores ran at uneven speeds, M = 512, K = N = 4096, 8 tasks an M chunk:
+  // 8-panel chunks 1075-1139, 4-panel chunks 1204-1298 GFLOP/s). Not
+  // measurable on two cores, so such tasks keep the shared buffer, as
+  // measured there. So do decoding shapes (packed weights with M <= kMaxMR,
+  // or M = 1 reading B in place), bound by reading the weights, whose tasks
+  // keep their small chunks of work for balance.
   const size_t per_task = (items + tasks - 1) / tasks;
   const size_t sharers = (tasks + whole.m_chunks - 1) / whole.m_chunks;  // tasks an M chunk
-  if (!whole.decode && (per_task >= kPrivateAMinPanels || sharers <= 2) &&
-      detail::PackAPerTask()) {
+  if (!whole.decode && sharers <= 2 && detail::PackAPerTask()) {
     GemmPlan pl = whole;
     const size_t fit = GetBlocking().l2 / 4 / (pl.mc * kNR * sizeof(float));
     const size_t longest = per_task < fit ? per_task : fit;

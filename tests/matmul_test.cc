@@ -314,17 +314,18 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
   }
 }
 
-// Tasks of 4 panels or more, or at most two to an M chunk, pack A each for
-// themselves, taking whole groups of panels as their units of work
-// (lib/matmul.cc, Gemm; ctest also runs this with the shared packed A,
-// TFK_PACK_A_PER_TASK=0): two threads at N = 70 (3 panels, 2 a task), N =
-// 250 (8 panels, the last partial), N = 1030 (33 panels) and N = 2200
-// (69 panels, 35 a task: groups longer than 32) on one M chunk; at M = 600
-// (several M chunks of one group each, two for one task) and M = 300,
-// N = 1100 (several groups an M chunk); seven at N = 3600 (113 panels);
-// all with K across k-blocks. The same bits as one thread, packed or not,
-// and the reference; with a bias, GELU and a residual of its own stride,
-// the same bits as one thread.
+// Tasks at most two to an M chunk pack A each for themselves, taking whole
+// groups of panels as their units of work (lib/matmul.cc, Gemm; ctest also
+// runs this with the shared packed A, TFK_PACK_A_PER_TASK=0): two threads
+// at N = 70 (3 panels, 2 a task), N = 250 (8 panels, the last partial),
+// N = 1030 (33 panels) and N = 2200 (69 panels, 35 a task: groups longer
+// than 32) on one M chunk; at M = 600 (several M chunks of one group each,
+// two for one task) and M = 300, N = 1100 (several groups an M chunk);
+// seven at M = 2000, N = 130 (5 or more M chunks of 5 panels, the last
+// partial, one group each, several a task). Seven tasks on one M chunk (M = 70, N = 3600,
+// 113 panels) share one packing instead. All with K across k-blocks. The
+// same bits as one thread, packed or not, and the reference; with a bias,
+// GELU and a residual of its own stride, the same bits as one thread.
 TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
   const size_t K = 1100;
   struct Shape {
@@ -333,7 +334,7 @@ TEST_P(MatmulTest, PrivatePackedAForManyPanels) {
   };
   for (const Shape shape : {Shape{40, 70, 2}, Shape{40, 250, 2}, Shape{40, 1030, 2},
                             Shape{40, 2200, 2}, Shape{600, 300, 2}, Shape{300, 1100, 2},
-                            Shape{70, 3600, 7}}) {
+                            Shape{2000, 130, 7}, Shape{70, 3600, 7}}) {
     // Plain variables: lambdas cannot capture structured bindings in C++17.
     const size_t M = shape.M, N = shape.N;
     const int threads = shape.threads;
