@@ -76,7 +76,10 @@ bool DecodeNextLongPanel();
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.
 // Grows when asked for more (an allocation only the first time a thread sees
 // a larger size), so kernels in steady state allocate nothing. Returns null
-// if the allocation fails.
+// if the allocation fails. Growing frees the old buffer, so a task body that
+// holds it must not enter TBB's scheduler (a nested parallel loop, a wait)
+// while it does: the thread could then run another body that grows it. No
+// body does; PackedPiece waits with a plain yield for that reason too.
 float* ThreadScratch(size_t n);
 
 // n floats (64-byte aligned) for state one call shares between its tasks,

@@ -13,6 +13,7 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/partitioner.h"
 #include "oneapi/tbb/task_arena.h"
+#include "oneapi/tbb/task_group.h"
 #include "tfk/tfk.h"
 
 namespace tfk {
@@ -123,6 +124,12 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
     owned[t].store((b << 32) | f, std::memory_order_relaxed);
   }
   TaskRanges* const ranges = &owned;
+  // A context of the call's own: a bound one would inherit the caller's
+  // cancellation (a host task group cancelled because a sibling threw), and
+  // TBB would then run none of the tasks while the call reported success
+  // with its output unwritten. tfk's bodies do not throw, so nothing cancels
+  // this one.
+  oneapi::tbb::task_group_context context(oneapi::tbb::task_group_context::isolated);
   // The tasks copy what they read (captures by value) rather than refer to
   // this frame, whose lines the calling thread may write while they run.
   oneapi::tbb::parallel_for(
@@ -143,7 +150,7 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
           }
         }
       },
-      oneapi::tbb::static_partitioner());
+      oneapi::tbb::static_partitioner(), context);
 }
 
 }  // namespace detail

@@ -2,7 +2,10 @@
 // nothing written), ISA selection, threads, the host's TBB arena, concurrent
 // callers and the C++ layer.
 #include <hwy/targets.h>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
 #include <tfk/tfk.h>
 #include <tfk/tfk.hpp>
 
@@ -236,6 +239,29 @@ TEST(Threads, UsesTheHostArena) {
   arena.execute([&] {
     EXPECT_EQ(tfk::num_threads(), 1);  // the host arena's concurrency
     tfk::softmax(rows, cols, x.data(), y2.data());
+  });
+  EXPECT_TRUE(SameBits(y1.data(), y2.data(), x.size()));
+}
+
+// A host task group cancelled before tfk is called from one of its tasks (a
+// sibling threw) must not cancel tfk's own tasks: the call does all its work
+// or reports an error. Two threads and 2 MiB of traffic: several tasks.
+TEST(Threads, RunsItsTasksInsideACancelledHostGroup) {
+  const size_t rows = 64, cols = 4096;
+  std::vector<float> x(rows * cols), y1(rows * cols), y2(rows * cols, kSentinel);
+  FillUniform(x.data(), x.size(), -5, 5, 2);
+  WithThreads(2, [&] {
+    tfk::softmax(rows, cols, x.data(), y1.data());
+    oneapi::tbb::task_group_context host;
+    tfk_status status = TFK_INTERNAL_ERROR;
+    oneapi::tbb::parallel_for(
+        oneapi::tbb::blocked_range<int>(0, 1),
+        [&](const oneapi::tbb::blocked_range<int>&) {
+          host.cancel_group_execution();
+          status = tfk_softmax(rows, cols, x.data(), cols, y2.data(), cols, 1.0f, TFK_MASK_NONE, 0);
+        },
+        host);
+    EXPECT_EQ(status, TFK_SUCCESS);
   });
   EXPECT_TRUE(SameBits(y1.data(), y2.data(), x.size()));
 }
