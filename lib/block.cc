@@ -81,7 +81,16 @@ TFK_API tfk_status tfk_block_create(tfk_block** out, const tfk_block_config* con
   tfk_block* b = new (std::nothrow) tfk_block{};
   if (b == nullptr) return Fail(TFK_OUT_OF_MEMORY, fn, "no memory for the handle");
   b->d_model = c.attn.d_model, b->post_ln = c.post_ln == 1, b->norm = c.norm, b->eps = c.eps;
-  tfk_status s = TFK_SUCCESS;
+  // The MHA and FFN creates validate d_model (and name it) before the norm
+  // parameters, d_model floats each, are copied.
+  tfk_status s = tfk_mha_create(&b->mha, &c.attn);
+  if (s == TFK_SUCCESS) s = tfk_ffn_create(&b->ffn, &c.ffn);
+  if (s != TFK_SUCCESS) {
+    // The inner create named its argument ("tfk_mha_create: n_heads ...").
+    const tfk_status st = FailFrom(s, fn);
+    tfk_block_destroy(b);
+    return st;
+  }
   try {
     const auto copy = [&](const float* p, std::vector<float>& v) {
       if (p) v.assign(p, p + c.attn.d_model);
@@ -93,15 +102,8 @@ TFK_API tfk_status tfk_block_create(tfk_block** out, const tfk_block_config* con
       copy(c.norm2_beta, b->b2);
     }
   } catch (const std::bad_alloc&) {
-    s = Fail(TFK_OUT_OF_MEMORY, fn, "no memory for the norm parameters");
-  }
-  if (s == TFK_SUCCESS) s = tfk_mha_create(&b->mha, &c.attn);
-  if (s == TFK_SUCCESS) s = tfk_ffn_create(&b->ffn, &c.ffn);
-  if (s != TFK_SUCCESS) {
-    // The inner create named its argument ("tfk_mha_create: n_heads ...").
-    const tfk_status st = FailFrom(s, fn);
     tfk_block_destroy(b);
-    return st;
+    return Fail(TFK_OUT_OF_MEMORY, fn, "no memory for the norm parameters");
   }
   *out = b;
   return TFK_SUCCESS;
@@ -114,7 +116,11 @@ TFK_API tfk_status tfk_block_workspace_size(const tfk_block* block, size_t n, si
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "bytes", bytes));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t inner = 0;
-  if (!InnerBytes(block, n, &inner)) return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  // Each part stays below SIZE_MAX / 4 (as the MHA's and the FFN's own), so
+  // their sum does not wrap.
+  if (n > (SIZE_MAX / 16) / block->d_model || !InnerBytes(block, n, &inner)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
   *bytes = WorkspaceBytes({n * block->d_model}) + inner;
   return TFK_SUCCESS;
 }
@@ -127,7 +133,9 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t need = 0;
-  TFK_RETURN_IF_ERROR(tfk_block_workspace_size(block, n, &need));
+  if (tfk_block_workspace_size(block, n, &need) != TFK_SUCCESS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
   TFK_RETURN_IF_ERROR(CheckForward(fn, n, block->d_model, X, ldx, Y, ldy, nullptr, 0, workspace,
                                    workspace_bytes, need));
   if (cache != nullptr) {  // checked before the norm writes the workspace

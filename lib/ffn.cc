@@ -94,7 +94,9 @@ TFK_API tfk_status tfk_ffn_forward(const tfk_ffn* ffn, size_t n, const float* X,
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "ffn", ffn));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t need = 0;
-  TFK_RETURN_IF_ERROR(tfk_ffn_workspace_size(ffn, n, &need));
+  if (tfk_ffn_workspace_size(ffn, n, &need) != TFK_SUCCESS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
   TFK_RETURN_IF_ERROR(
       CheckForward(fn, n, ffn->d_model, X, ldx, Y, ldy, R, ldr, workspace, workspace_bytes, need));
   WorkspaceCarver ws(workspace);

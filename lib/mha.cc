@@ -150,7 +150,9 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X,
   const tfk_mha_config& c = mha->cfg;
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t need = 0;
-  TFK_RETURN_IF_ERROR(tfk_mha_workspace_size(mha, n, &need));
+  if (tfk_mha_workspace_size(mha, n, &need) != TFK_SUCCESS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
   TFK_RETURN_IF_ERROR(
       CheckForward(fn, n, c.d_model, X, ldx, Y, ldy, R, ldr, workspace, workspace_bytes, need));
   size_t p0 = 0;

@@ -111,6 +111,8 @@ void RopeTokens(const RopeArgs& a) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <stdint.h>
+
 #include "lib/dispatch.h"
 #include "lib/status.h"
 
@@ -152,6 +154,19 @@ extern "C" TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_
   }
   TFK_RETURN_IF_ERROR(CheckSize(fn, "heads * head_dim", heads * head_dim));
   TFK_RETURN_IF_ERROR(CheckMatrix(fn, "x", x, tokens, heads * head_dim, ldx));
+  if (positions == nullptr && pos_start > 0 &&
+      static_cast<uint64_t>(tokens - 1) > static_cast<uint64_t>(INT64_MAX - pos_start)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "pos_start (%lld) + tokens - 1 overflows int64_t",
+                static_cast<long long>(pos_start));
+  }
+  if (positions != nullptr) {
+    // Tasks read positions[t] while others rotate x: they must not share bytes.
+    const uintptr_t p0 = reinterpret_cast<uintptr_t>(positions);
+    const uintptr_t p1 = p0 + tokens * sizeof(int64_t);
+    const uintptr_t x0 = reinterpret_cast<uintptr_t>(x);
+    const uintptr_t x1 = x0 + ((tokens - 1) * ldx + heads * head_dim) * sizeof(float);
+    if (p0 < x1 && x0 < p1) return Fail(TFK_INVALID_ARGUMENT, fn, "positions overlaps x");
+  }
   const tfk::RopeArgs args{tokens, heads, head_dim, rotary_dim, pairing, base,
                            x, ldx, pos_start, positions};
   TFK_DISPATCH(tfk::RopeTokens)(args);

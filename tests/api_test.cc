@@ -136,6 +136,21 @@ TEST(Errors, Rope) {
   ExpectError(TFK_INVALID_ARGUMENT, "x is NULL", [](const float*, float*) {
     return tfk_rope(1, 1, 8, 8, TFK_ROPE_HALF, 1e4, nullptr, 8, 0, nullptr);
   });
+  // pos_start + t must not overflow (signed overflow is undefined); the last
+  // position that fits is accepted.
+  ExpectError(TFK_INVALID_ARGUMENT, "pos_start", [](const float*, float* y) {
+    return tfk_rope(2, 1, 8, 8, TFK_ROPE_HALF, 1e4, y, 8, INT64_MAX, nullptr);
+  });
+  {
+    std::vector<float> y(16, 1.0f);
+    EXPECT_EQ(tfk_rope(2, 1, 8, 8, TFK_ROPE_HALF, 1e4, y.data(), 8, INT64_MAX - 1, nullptr),
+              TFK_SUCCESS);
+  }
+  // Positions read while x is rotated must not share its bytes.
+  ExpectError(TFK_INVALID_ARGUMENT, "positions overlaps x", [](const float*, float* y) {
+    return tfk_rope(2, 1, 8, 8, TFK_ROPE_HALF, 1e4, y, 8, 0,
+                    reinterpret_cast<const int64_t*>(y + 8));
+  });
 }
 
 TEST(Errors, StatusStringsAndCppException) {

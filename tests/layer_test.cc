@@ -441,6 +441,13 @@ TEST_P(LayerTest, Errors) {
   expect(tfk_block_create(&blk, &bc), "d_model");
   bc = b.cfg, bc.attn.n_heads = 0;
   expect(tfk_block_create(&blk, &bc), "n_heads");
+  // d_model is checked before the norm parameters (d_model floats each) are
+  // read: a d_model too large with short gamma arrays is an error, not a
+  // read past them or an exception through the C API.
+  bc = b.cfg, bc.attn.d_model = bc.ffn.d_model = (size_t{1} << 25) + 32;
+  expect(tfk_block_create(&blk, &bc), "d_model");
+  bc.attn.d_model = bc.ffn.d_model = (size_t{1} << 61) + 32;
+  expect(tfk_block_create(&blk, &bc), "d_model");
   EXPECT_EQ(m, nullptr);
   EXPECT_EQ(f, nullptr);
   EXPECT_EQ(blk, nullptr);
@@ -448,6 +455,20 @@ TEST_P(LayerTest, Errors) {
   ASSERT_EQ(tfk_block_create(&blk, &b.cfg), TFK_SUCCESS);
   std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> guard(blk, tfk_block_destroy);
   size_t bytes = 0;
+  // n whose T[n, d_model] alone wraps size_t: refused, not a wrapped size.
+  expect(tfk_block_workspace_size(blk, (size_t{1} << 58) - 1, &bytes), "n (");
+  // The forward names itself, not the workspace query it asks.
+  expect(tfk_block_forward(blk, size_t{1} << 59, nullptr, 32, nullptr, 32, nullptr, nullptr, 0),
+         "tfk_block_forward: n (");
+  ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS);
+  expect(tfk_mha_forward(m, size_t{1} << 59, nullptr, 32, nullptr, 32, nullptr, 0, nullptr,
+                         nullptr, 0),
+         "tfk_mha_forward: n (");
+  tfk_mha_destroy(m);
+  ASSERT_EQ(tfk_ffn_create(&f, &b.ffn.cfg), TFK_SUCCESS);
+  expect(tfk_ffn_forward(f, size_t{1} << 59, nullptr, 32, nullptr, 32, nullptr, 0, nullptr, 0),
+         "tfk_ffn_forward: n (");
+  tfk_ffn_destroy(f);
   tfk::check(tfk_block_workspace_size(blk, 4, &bytes));
   std::vector<char> ws(bytes, 0x5A);
   std::vector<float> x(4 * 32, 1.0f), y(4 * 32, 5.0f);

@@ -13,7 +13,8 @@
  *  - Zero sizes are an error (they are almost always a bug in the caller).
  *  - "In place" means the output pointer equals the input pointer with the
  *    same leading dimension; any other overlap of input and output is an
- *    error.
+ *    error, where each matrix spans from its first element to its last
+ *    (rows interleaved in one strided buffer count as overlapping).
  *  - All functions are thread-safe: concurrent calls on different outputs are
  *    correct. Results are bitwise identical for any number of threads.
  *  - Each call picks its SIMD target (ISA) once, the best the CPU supports
@@ -170,7 +171,8 @@ typedef enum tfk_rope_pairing {
  * position p turns by the angle p * base^(-2i/rotary_dim); dims from
  * rotary_dim to head_dim are untouched. rotary_dim is even, 2..head_dim;
  * base > 1 and finite. The position of token t is positions[t] if
- * positions is not NULL, else pos_start + t. rotary_dim <= 1024.
+ * positions is not NULL (it must not overlap x), else pos_start + t
+ * (pos_start + tokens - 1 must fit int64_t). rotary_dim <= 1024.
  * Angles are reduced in double precision, so error does not grow with the
  * position (docs/numerics.md). */
 TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_dim,
