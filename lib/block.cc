@@ -138,6 +138,9 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
   }
   TFK_RETURN_IF_ERROR(CheckForward(fn, n, block->d_model, X, ldx, Y, ldy, nullptr, 0, workspace,
                                    workspace_bytes, need));
+  if (n > INT32_MAX) {  // tfk_attention's limit, checked before the norm writes
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) exceeds 2^31 - 1", n);
+  }
   if (cache != nullptr) {  // checked before the norm writes the workspace
     size_t kv_heads = 0, head_dim = 0, len = 0;
     MhaCacheShape(block->mha, &kv_heads, &head_dim);

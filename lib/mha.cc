@@ -155,6 +155,9 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X,
   }
   TFK_RETURN_IF_ERROR(
       CheckForward(fn, n, c.d_model, X, ldx, Y, ldy, R, ldr, workspace, workspace_bytes, need));
+  if (n > INT32_MAX) {  // tfk_attention's limit, checked before anything is written
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) exceeds 2^31 - 1", n);
+  }
   size_t p0 = 0;
   if (cache != nullptr) {
     TFK_RETURN_IF_ERROR(CheckCache(fn, cache, c.n_kv_heads, c.head_dim, n, &p0));

@@ -469,6 +469,26 @@ TEST_P(LayerTest, Errors) {
   expect(tfk_ffn_forward(f, size_t{1} << 59, nullptr, 32, nullptr, 32, nullptr, 0, nullptr, 0),
          "tfk_ffn_forward: n (");
   tfk_ffn_destroy(f);
+  // n past attention's 2^31 - 1 is refused before the projections write the
+  // workspace (the addresses are never touched: 2^31 rows of 32 floats, far
+  // apart in the address space, checked by arithmetic alone).
+  {
+    const size_t big = size_t{1} << 31;
+    const auto at = [](uint64_t a) { return reinterpret_cast<float*>(static_cast<uintptr_t>(a)); };
+    const uint64_t base = uint64_t{1} << 44;
+    float* X = at(base);
+    float* Yb = at(base + (uint64_t{1} << 40));
+    float* ws_big = at(base + (uint64_t{1} << 42));
+    size_t need = 0;
+    tfk::check(tfk_block_workspace_size(blk, big, &need));
+    expect(tfk_block_forward(blk, big, X, 32, Yb, 32, nullptr, ws_big, need),
+           "n (2147483648) exceeds");
+    ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS);
+    tfk::check(tfk_mha_workspace_size(m, big, &need));
+    expect(tfk_mha_forward(m, big, X, 32, Yb, 32, nullptr, 0, nullptr, ws_big, need),
+           "n (2147483648) exceeds");
+    tfk_mha_destroy(m);
+  }
   tfk::check(tfk_block_workspace_size(blk, 4, &bytes));
   std::vector<char> ws(bytes, 0x5A);
   std::vector<float> x(4 * 32, 1.0f), y(4 * 32, 5.0f);
