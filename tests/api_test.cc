@@ -187,6 +187,19 @@ TEST(Isa, ListsCapsAndRefusals) {
     EXPECT_TRUE(tfk_isa_supported(isa.c_str()));
   }
   EXPECT_EQ(tfk::active_isa(), supported.front());
+  // A scope restores the cap in force before it (an enclosing scope's, or
+  // one set by tfk_set_max_isa or TFK_MAX_ISA), not "best".
+  if (supported.size() >= 2) {
+    const std::string lowest = supported.back(), next = supported[supported.size() - 2];
+    tfk::set_max_isa(next);
+    {
+      tfk::scoped_max_isa outer(lowest);
+      { tfk::scoped_max_isa inner(next); }
+      EXPECT_EQ(tfk::active_isa(), lowest);
+    }
+    EXPECT_EQ(tfk::active_isa(), next);
+    tfk::set_max_isa("best");
+  }
   // Lower-case and the AVX512 alias.
   if (tfk_isa_supported("AVX3")) {
     EXPECT_EQ(tfk_set_max_isa("avx512"), TFK_SUCCESS);

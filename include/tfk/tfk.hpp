@@ -45,13 +45,20 @@ inline void set_max_isa(const std::string& name) { check(tfk_set_max_isa(name.c_
 inline void set_num_threads(int n) { check(tfk_set_num_threads(n)); }
 inline int num_threads() { return tfk_get_num_threads(); }
 
-// Caps the ISA for the lifetime of the object, then restores "best".
+// Caps the ISA for the lifetime of the object, then restores the cap in
+// force before it (a TFK_MAX_ISA cap, an enclosing scope's), as the ISA that
+// was active then: restoring it as a cap selects the same ISA.
 class scoped_max_isa {
  public:
-  explicit scoped_max_isa(const std::string& name) { set_max_isa(name); }
-  ~scoped_max_isa() { tfk_set_max_isa(nullptr); }
+  explicit scoped_max_isa(const std::string& name) : previous_(tfk_active_isa()) {
+    set_max_isa(name);
+  }
+  ~scoped_max_isa() { tfk_set_max_isa(previous_.c_str()); }
   scoped_max_isa(const scoped_max_isa&) = delete;
   scoped_max_isa& operator=(const scoped_max_isa&) = delete;
+
+ private:
+  std::string previous_;
 };
 
 // ---- Kernels (leading dimensions default to cols: dense rows) ----
