@@ -1,6 +1,7 @@
 # Installs the build tree into WORK_DIR/prefix, then configures, builds and
-# runs tests/consumer against it: once with find_package(tfk) (C and C++) and
-# once compiled with `pkg-config --cflags --libs tfk`.
+# runs tests/consumer against it: with find_package(tfk) in a project of C
+# and C++ and in one of C alone (linked by the C driver), and compiled with
+# `pkg-config --cflags --libs tfk`.
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 function(run)
@@ -21,6 +22,11 @@ run(${WORK_DIR}/cmake/consumer_c)
 message(STATUS "find_package, C: ${last_out}")
 run(${WORK_DIR}/cmake/consumer_cpp)
 message(STATUS "find_package, C++: ${last_out}")
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/cmake_c -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release -DTFK_CONSUMER_CXX=OFF)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake_c)
+run(${WORK_DIR}/cmake_c/consumer_c)
+message(STATUS "find_package, C project: ${last_out}")
 
 # pkg-config
 file(GLOB_RECURSE pc_file ${prefix}/*/tfk.pc)
@@ -38,7 +44,6 @@ run(pkg-config ${pc_static} --cflags --libs tfk)
 string(STRIP "${last_out}" flags)
 separate_arguments(flags UNIX_COMMAND "${flags}")
 get_filename_component(libdir ${pc_dir} DIRECTORY)
-run(cc ${SOURCE_DIR}/consumer.c -o ${WORK_DIR}/pc_consumer ${flags} -Wl,-rpath,${libdir}
-    -lstdc++ -lm)
+run(cc ${SOURCE_DIR}/consumer.c -o ${WORK_DIR}/pc_consumer ${flags} -Wl,-rpath,${libdir})
 run(${WORK_DIR}/pc_consumer)
 message(STATUS "pkg-config, C: ${last_out}")
