@@ -324,7 +324,13 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
     if (sizeof(T) == 2) SplitPairs(st + 2, dh, true);
     if (final) {
       float* o = OutputRow(a, g, f);
-      const float inv = st[1] == 0.0f ? 0.0f : 1.0f / st[1];
+      // l == 0: no key had weight (all scores -inf): zeros, as the prefill
+      // path gives (FinishQueryBlock); the sums may hold 0 x inf = NaN.
+      if (st[1] == 0.0f) {
+        memset(o, 0, dh * sizeof(float));
+        continue;
+      }
+      const float inv = 1.0f / st[1];
       for (size_t c = 0; c < dh; ++c) o[c] = st[2 + c] * inv;
     } else {
       memcpy(part + f * (dh + 2), st, (dh + 2) * sizeof(float));
@@ -355,7 +361,11 @@ HWY_INLINE void MergeSplits(const AttentionArgs& a, size_t g, size_t f, size_t n
     l += w * ps[1];
     for (size_t c = 0; c < dh; ++c) o[c] += w * ps[2 + c];
   }
-  const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+  if (l == 0.0f) {  // no key had weight: zeros (see DecodeTask)
+    for (size_t c = 0; c < dh; ++c) o[c] = 0.0f;
+    return;
+  }
+  const float inv = 1.0f / l;
   for (size_t c = 0; c < dh; ++c) o[c] *= inv;
 }
 

@@ -211,6 +211,27 @@ TEST_P(AttentionTest, QueriesThatSeeNoKeyGiveZerosBesideInfiniteValues) {
   }
 }
 
+TEST_P(AttentionTest, QueriesWhoseScoresAreAllMinusInfGiveZerosOnEveryPath) {
+  // Head 3's scores are all -inf (-1e30 x 1e30 overflows), and a value is
+  // infinite: its rows are zeros, as for a query that sees no key, on the
+  // decoding path (4 queries a KV head), the decoding path split over keys
+  // (1500 keys) and the prefill path (20 queries a KV head). The decoding
+  // path had given 0 x inf = NaN.
+  for (const Shape& s : {Shape{1, 1, 4, 1, 3, true}, Shape{1, 1500, 4, 1, 16, true},
+                         Shape{5, 1, 4, 1, 3, true}}) {
+    Problem pb(s, 0, 0, 5);
+    for (size_t j = 0; j < s.kv_len; ++j) pb.K(j, 0)[0] = 1e30f;
+    for (size_t t = 0; t < s.q_len; ++t) pb.Q(t, 3)[0] = -1e30f;
+    pb.V(0, 0)[1] = INFINITY;
+    ASSERT_EQ(pb.Run(), TFK_SUCCESS);
+    for (size_t t = 0; t < s.q_len; ++t) {
+      for (size_t c = 0; c < s.d; ++c) {
+        ASSERT_EQ(pb.O(t, 3)[c], 0.0f) << "kv_len=" << s.kv_len << " t=" << t << " c=" << c;
+      }
+    }
+  }
+}
+
 TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
   for (const Shape& s : {Shape{300, 300, 4, 2, 64, true}, Shape{1, 3000, 8, 2, 64, false},
                          Shape{4, 3000, 32, 4, 32, true}, Shape{1, 3000, 3, 3, 40, true}}) {

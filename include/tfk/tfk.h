@@ -240,8 +240,9 @@ TFK_API void tfk_linear_destroy(tfk_linear* layer);
  * attention); head_dim <= 256; scale = 0 selects 1/sqrt(head_dim).
  * TFK_MASK_CAUSAL is bottom-right aligned: query t sits at position
  * kv_len - q_len + t and sees keys j <= kv_len - q_len + t; a query that sees
- * no key (q_len > kv_len) gets zeros. The q_len x kv_len score matrix is never
- * formed (flash-style tiles with an online softmax, docs/attention.md). A
+ * no key (q_len > kv_len), or whose scores are all -inf, gets zeros. The
+ * q_len x kv_len score matrix is never formed (flash-style tiles with an
+ * online softmax, docs/attention.md). A
  * NaN or +inf score makes its query's row NaN. A masked key's score never
  * reaches a query, but its value row may: where more than 16 queries share a
  * KV head (n_heads/n_kv_heads x q_len), a non-finite value at a key that a
