@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <new>
@@ -141,8 +142,9 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
   if (n > INT32_MAX) {  // tfk_attention's limit, checked before the norm writes
     return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) exceeds 2^31 - 1", n);
   }
+  size_t len = 0;  // the cache's length before the call
   if (cache != nullptr) {  // checked before the norm writes the workspace
-    size_t kv_heads = 0, head_dim = 0, len = 0;
+    size_t kv_heads = 0, head_dim = 0;
     MhaCacheShape(block->mha, &kv_heads, &head_dim);
     TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &len));
   }
@@ -171,7 +173,14 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
     }
     if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g2, b2, Y, ldy);
   }
-  if (s != TFK_SUCCESS) return FailFrom(s, fn);
+  if (s != TFK_SUCCESS) {
+    // Out of memory after the attention appended to the cache: the cache is
+    // left as it was found (as tfk_mha_forward leaves it), the message kept.
+    char message[512];
+    snprintf(message, sizeof(message), "%s", tfk_last_error());
+    if (cache != nullptr) tfk_kv_cache_truncate(cache, len);
+    return Fail(s, fn, "%s", message);
+  }
   return TFK_SUCCESS;
 }
 
