@@ -356,7 +356,9 @@ TFK_API tfk_status tfk_mha_workspace_size(const tfk_mha* mha, size_t n,
  * tokens and p0 = 0. With one, the n tokens' K and V are appended to it
  * first, attention covers everything cached, and p0 is the cache's length
  * before the call: one decoding step of one token is one call. The cache
- * must match n_kv_heads and head_dim and have room for n more tokens. */
+ * must match n_kv_heads and head_dim and have room for n more tokens. On
+ * any error (tfk_block_forward's too) the cache keeps its length from
+ * before the call. */
 TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n,
                                    const float* X, size_t ldx, float* Y,
                                    size_t ldy, const float* R, size_t ldr,
