@@ -85,6 +85,47 @@ HWY_INLINE void NanRow(float* y, size_t n) {
   for (size_t k = 0; k < n; ++k) y[k] = NAN;
 }
 
+// |m| at or past which a row takes LargeScaledRow: the FMA argument
+// scale x - m (exact product, rounded m) is up to ulp(m) / 2 above 0 at the
+// row's extreme, 1 at 2^24 and past the exponential's range (88) from 2^31,
+// where the row became inf / inf = NaN.
+constexpr float kLargeScaled = 0x1p24f;
+
+// Softmax of x[0, n) into y (equal or disjoint; n >= Lanes(d)) for a row
+// whose m = fl(scale * extreme) is finite with |m| >= kLargeScaled: the
+// arguments are fl(scale x) - m, the product rounded as m's was, so the
+// extreme's is exactly 0 and every other one <= 0 (rounding is monotone);
+// the rounding of the product is within the bound's |scale x| u term. The
+// product goes through an empty asm statement, which GCC cannot see into:
+// it would otherwise fuse the multiplication and the subtraction into the
+// very FMA this avoids (its default -ffp-contract=fast). Plain vector
+// loops: such scales are rare.
+template <class D>
+HWY_NOINLINE void LargeScaledRow(D d, const float* x, float* y, size_t n, float scale, float m) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const size_t n_full = n - n % N;
+  const V vscale = hn::Set(d, scale), vm = hn::Set(d, m);
+  const auto arg = [&](size_t i) HWY_ATTR {
+    V product = hn::Mul(hn::LoadU(d, x + i), vscale);
+    asm("" : "+v"(product.raw));  // rounded here, not fused into the Sub
+    return hn::Sub(product, vm);
+  };
+  const V last = ExpNonPositive(d, arg(n - N));  // before anything is stored
+  V s = hn::Zero(d);
+  for (size_t i = 0; i < n_full; i += N) {
+    const V e = ExpNonPositive(d, arg(i));
+    hn::StoreU(e, d, y + i);
+    s = hn::Add(s, e);
+  }
+  if (n_full != n) s = hn::Add(s, hn::IfThenZeroElse(hn::FirstN(d, N - n % N), last));
+  const float sum = hn::GetLane(hn::SumOfLanes(d, s));
+  if (isnan(sum)) return NanRow(y, n);
+  const V inv = hn::Set(d, 1.0f / sum);
+  for (size_t i = 0; i < n_full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + i), inv), d, y + i);
+  if (n_full != n) hn::StoreU(hn::Mul(last, inv), d, y + n - N);
+}
+
 // A task's rows whose outputs are streamed come from memory. On AVX-512,
 // where rows of at least kPrefetchAhead floats (4 KiB) follow each other,
 // each row finds the extreme of the next (pass 1 of that row, which is then
@@ -279,6 +320,11 @@ HWY_INLINE void SoftmaxValid(D d, const float* x, float* y, size_t n, float scal
     next_finish();
     return;
   }
+  if (!(fabsf(m) < kLargeScaled)) {
+    LargeScaledRow(d, x, y, n, scale, m);
+    next_finish();
+    return;
+  }
 
   // Pass 2: exponentials and their sum. The tail vector is computed before
   // anything is stored (in-place safety); its lanes already covered by the
@@ -389,7 +435,8 @@ constexpr size_t kPairMaxVectors = 16;
 // and odd ones in s1; here two vectors of each row a step, four
 // exponentials interleaved), so each row gets the same bits whether it is
 // paired or not, and with whichever neighbour. Returns false, having written
-// nothing, if either row's maximum is infinite (SoftmaxValid handles those).
+// nothing, if either row's m is infinite or its magnitude kLargeScaled or
+// more (SoftmaxValid handles those).
 // Why: a row's tail (reductions, the scalar reciprocal) is a chain of ~150
 // cycles that the next row's work did not hide (softmax [8, 64] took 62 ns a
 // row on one AVX-512 core, of which ~10 for its elements), which counts for
@@ -403,7 +450,7 @@ HWY_INLINE bool SoftmaxPair(D d, const float* x0, float* y0, const float* x1, fl
   const bool negative = scale < 0.0f;
   const float m0 = scale * RowExtreme(d, x0, n, negative);
   const float m1 = scale * RowExtreme(d, x1, n, negative);
-  if (!(m0 > -INFINITY && m0 < INFINITY && m1 > -INFINITY && m1 < INFINITY)) return false;
+  if (!(fabsf(m0) < kLargeScaled && fabsf(m1) < kLargeScaled)) return false;
   const V vscale = hn::Set(d, scale), vm0 = hn::Set(d, m0), vm1 = hn::Set(d, m1);
   const V last0 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x0 + n - N), vscale, vm0));
   const V last1 = ExpNonPositive(d, hn::MulSub(hn::LoadU(d, x1 + n - N), vscale, vm1));

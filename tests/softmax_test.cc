@@ -125,6 +125,34 @@ TEST_P(SoftmaxTest, HugeMagnitudesAndDenormals) {
   }
 }
 
+// scale * max(x) of 2^24 and more in magnitude: the FMA argument
+// scale x - fl(scale x_max) had been up to ulp/2 above 0 at the extreme, past
+// the exponential's range from 2^31 (1.1 * 1e10: NaN). Short rows (paired),
+// long ones (streamed in the streaming run), several rows (the next row's
+// extreme found by the row before), scales of both signs.
+TEST_P(SoftmaxTest, LargeScaledValues) {
+  for (size_t cols : {1, 2, 5, 16, 33, 100, 1000, 5000}) {
+    const size_t rows = 4;
+    Buffer x(rows * cols), y(rows * cols);
+    FillUniform(x.data(), rows * cols, -20.0f, 20.0f, static_cast<uint32_t>(cols));
+    for (float scale : {1e10f, -3e9f, 3e6f, 7e4f}) {
+      ASSERT_EQ(tfk_softmax(rows, cols, x.data(), cols, y.data(), cols, scale, TFK_MASK_NONE, 0),
+                TFK_SUCCESS);
+      ExpectSoftmax(x.data(), cols, y.data(), cols, rows, cols, scale, TFK_MASK_NONE, 0);
+      for (size_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (size_t j = 0; j < cols; ++j) sum += y.data()[r * cols + j];
+        ASSERT_NEAR(sum, 1.0, (cols + 8) * kEps) << "cols " << cols << " scale " << scale;
+      }
+    }
+  }
+  const float pair[2] = {1.1f, 1.0f};
+  float out[2];
+  ASSERT_EQ(tfk_softmax(1, 2, pair, 2, out, 2, 1e10f, TFK_MASK_NONE, 0), TFK_SUCCESS);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 0.0f);
+}
+
 TEST_P(SoftmaxTest, InfinityAndNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // 1100: rows of 4 KiB or more, whose pass 1 a streamed call fuses into
