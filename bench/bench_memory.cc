@@ -3,6 +3,109 @@
 // with streaming stores where that is faster), a read-modify-write pass (the in-place
 // analogue), a read (four interleaved streams, software-prefetched where that
 // is faster) and a STREAM triad, at 1 and all threads.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "bench/bench_memory.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+
+// The loops of the limits, written once with Highway and run on the widest
+// vectors the CPU has (HWY_DYNAMIC_DISPATCH), like the kernels they frame:
+// built for the SSE4 baseline, the read loop's 4 x 32 accumulators had
+// spilled to the stack, and a cache-resident read ran at ~75 GB/s where
+// AVX-512 reads ~157 (2-vCPU Xeon, 1-4 MiB).
+HWY_BEFORE_NAMESPACE();
+namespace tfk_bench {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr size_t kReadStreams = 4;
+constexpr size_t kReadAheadFloats = 512;  // 2 KiB
+
+// Reads data[lo, hi) as kReadStreams interleaved streams, 128 bytes (a pair
+// of lines) from each in turn, and returns the xor of its bit patterns (one
+// accumulator a stream: the loop is bound by its loads). prefetch: both
+// lines of each pair kReadAheadFloats ahead, into L2.
+uint32_t ReadRange(const float* data, size_t lo, size_t hi, bool prefetch) {
+  const hn::ScalableTag<uint32_t> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr size_t kPair = 32;  // 128 bytes: a whole number of vectors on x86
+  const size_t N = hn::Lanes(d);
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(data);
+  const size_t part = (hi - lo) / kReadStreams / kPair * kPair;
+  V acc[kReadStreams];
+  for (size_t r = 0; r < kReadStreams; ++r) acc[r] = hn::Zero(d);
+  for (size_t i = 0; i < part; i += kPair) {
+#pragma GCC unroll 4
+    for (size_t r = 0; r < kReadStreams; ++r) {
+      const uint32_t* p = w + lo + r * part + i;
+      if (prefetch) {
+        __builtin_prefetch(p + kReadAheadFloats, 0, 2);  // prefetcht1
+        __builtin_prefetch(p + kReadAheadFloats + 16, 0, 2);
+      }
+      V x = hn::LoadU(d, p);
+      for (size_t j = N; j < kPair; j += N) x = hn::Xor(x, hn::LoadU(d, p + j));
+      acc[r] = hn::Xor(acc[r], x);
+    }
+  }
+  uint32_t x = 0;
+  for (size_t i = lo + kReadStreams * part; i < hi; ++i) x ^= w[i];
+  uint32_t lanes[HWY_MAX_BYTES / sizeof(uint32_t)];
+  for (size_t r = 0; r < kReadStreams; ++r) {
+    hn::StoreU(acc[r], d, lanes);
+    for (size_t j = 0; j < N; ++j) x ^= lanes[j];
+  }
+  return x;
+}
+
+// Copies src[lo, hi) to dst with whole vectors: way 1 stores them with
+// streaming (non-temporal) stores, as tfk's kernels write outputs past their
+// threshold (lib/memory.h); way 2 also prefetches the source 4 KiB ahead
+// into L1, as the row kernels do (lib/elementwise-inl.h). Plain stores for
+// the ends before and after dst's aligned middle.
+void CopyRange(const float* src, float* dst, size_t lo, size_t hi, int way) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = lo;
+  for (; i < hi && reinterpret_cast<uintptr_t>(dst + i) % (N * sizeof(float)) != 0; ++i) {
+    dst[i] = src[i];
+  }
+  for (; i + N <= hi; i += N) {
+    if (way == 2 && i % 16 < N) hwy::Prefetch(src + i + 1024);
+    hn::Stream(hn::LoadU(d, src + i), d, dst + i);
+  }
+  for (; i < hi; ++i) dst[i] = src[i];
+  hwy::FlushStream();
+}
+
+// a[lo, hi) *= 0.999 in place, whole vectors.
+void ScaleRange(float* a, size_t lo, size_t hi) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto m = hn::Set(d, 0.999f);
+  size_t i = lo;
+  for (; i + N <= hi; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, a + i), m), d, a + i);
+  for (; i < hi; ++i) a[i] *= 0.999f;
+}
+
+// a = b + 3 c over [lo, hi), whole vectors.
+void TriadRange(float* a, const float* b, const float* c, size_t lo, size_t hi) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto three = hn::Set(d, 3.0f);
+  size_t i = lo;
+  for (; i + N <= hi; i += N) {
+    hn::StoreU(hn::MulAdd(three, hn::LoadU(d, c + i), hn::LoadU(d, b + i)), d, a + i);
+  }
+  for (; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace tfk_bench
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
@@ -12,11 +115,14 @@
 #include <cstdint>
 #include <cstring>
 
-#include <immintrin.h>
-
 #include "bench_util.h"
 
 namespace tfk_bench {
+HWY_EXPORT(ReadRange);
+HWY_EXPORT(CopyRange);
+HWY_EXPORT(ScaleRange);
+HWY_EXPORT(TriadRange);
+
 namespace {
 
 // Runs fn(begin, end) over `threads` equal chunks of [0, n).
@@ -31,55 +137,57 @@ void Split(size_t n, int threads, const F& fn) {
       oneapi::tbb::static_partitioner());
 }
 
-// Copies src[lo, hi) to dst with streaming (non-temporal) stores, as tfk's
-// kernels write outputs past their threshold (lib/memory.h); plain stores
-// for the unaligned ends.
-void StreamCopy(const float* src, float* dst, size_t lo, size_t hi) {
-  size_t i = lo;
-  for (; i < hi && reinterpret_cast<uintptr_t>(dst + i) % 16 != 0; ++i) dst[i] = src[i];
-  for (; i + 4 <= hi; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-  for (; i < hi; ++i) dst[i] = src[i];
-  _mm_sfence();
-}
-
-// Times pass(false) and pass(true) twice each and returns whether the best
-// time of pass(true) is the shorter.
+// Returns the way (0 .. ways - 1) whose pass(way) is the fastest: each way
+// warmed up once, then timed in three rounds of enough passes to take ~2 ms
+// (a pass of an L2-resident copy takes ~10 us, where a single pass's time
+// is mostly noise), keeping each way's best round.
 template <class F>
-bool SecondIsFaster(const F& pass) {
-  double best[2] = {1e30, 1e30};
-  for (int round = 0; round < 2; ++round) {
-    for (int way = 0; way < 2; ++way) {
-      const auto t0 = std::chrono::steady_clock::now();
-      pass(way != 0);
-      const double sec =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      best[way] = std::min(best[way], sec);
+int FastestWay(int ways, const F& pass) {
+  using clock = std::chrono::steady_clock;
+  const auto seconds = [](clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  const auto t0 = clock::now();
+  for (int way = 0; way < ways; ++way) pass(way);
+  const double one = seconds(t0) / ways;
+  const int reps = static_cast<int>(std::min(1000.0, std::max(1.0, 2e-3 / one)));
+  double best[4] = {1e30, 1e30, 1e30, 1e30};
+  for (int round = 0; round < 3; ++round) {
+    for (int way = 0; way < ways; ++way) {
+      const auto start = clock::now();
+      for (int r = 0; r < reps; ++r) pass(way);
+      best[way] = std::min(best[way], seconds(start));
     }
   }
-  return best[1] < best[0];
+  return static_cast<int>(std::min_element(best, best + ways) - best);
 }
 
-// The copy: memcpy, or a copy with streaming stores where that is faster
-// (glibc's memcpy streams only past a threshold of its own, from the cache
-// size CPUID reports: on a Xeon VM (family 6 model 167) that reports 480
-// MiB of L3 it did not stream 64 MiB, and ran at 14.7 GB/s on one thread
-// where ReLU with streaming stores ran at 22-25). The label says which.
+// The copy: the fastest of memcpy, a copy with streaming stores and one that
+// also prefetches its source (the last two in the widest vectors; the label
+// says which). glibc's memcpy streams only past a threshold of its own, from
+// the cache size CPUID reports: on a Xeon VM (family 6 model 167) that
+// reports 480 MiB of L3 it did not stream 64 MiB, and ran at 14.7 GB/s on
+// one thread where ReLU with streaming stores ran at 22-25; and a kernel
+// that prefetches (the row kernels do) had run at up to 1.9x a copy that did
+// not (ReLU on 16 Mi floats, two Zen 4 cores).
 void RegisterCopy(size_t n) {
   RegisterPerThreads("memory/copy/" + std::to_string(n), 2.0 * n * 4, [=](benchmark::State& s, int t) {
     Floats a(n), b(n);
-    const auto pass = [&](bool stream) {
+    const auto pass = [&](int way) {
       Split(n, t, [&](size_t lo, size_t hi) {
-        if (stream) {
-          StreamCopy(a.p, b.p, lo, hi);
-        } else {
+        if (way == 0) {
           std::memcpy(b.p + lo, a.p + lo, (hi - lo) * 4);
+        } else {
+          HWY_DYNAMIC_DISPATCH(CopyRange)(a.p, b.p, lo, hi, way);
         }
       });
       benchmark::DoNotOptimize(b.p);
     };
-    const bool stream = SecondIsFaster(pass);
-    for (auto _ : s) pass(stream);
-    s.SetLabel(stream ? "streaming stores" : "memcpy");
+    const int way = FastestWay(3, pass);
+    for (auto _ : s) pass(way);
+    static const char* const kLabels[] = {"memcpy", "streaming stores",
+                                          "streaming stores, prefetch"};
+    s.SetLabel(kLabels[way]);
   });
 }
 
@@ -87,9 +195,7 @@ void RegisterRmw(size_t n) {
   RegisterPerThreads("memory/rmw/" + std::to_string(n), 2.0 * n * 4, [=](benchmark::State& s, int t) {
     Floats a(n);
     for (auto _ : s) {
-      Split(n, t, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) a.p[i] = a.p[i] * 0.999f;
-      });
+      Split(n, t, [&](size_t lo, size_t hi) { HWY_DYNAMIC_DISPATCH(ScaleRange)(a.p, lo, hi); });
       benchmark::DoNotOptimize(a.p);
     }
   });
@@ -101,7 +207,7 @@ void RegisterRmw(size_t n) {
 // lines in flight), so
 // a single stream would understate what a kernel can reach (the M = 1
 // matmul reads four panels at once). Where software prefetching into L2,
-// kReadAhead bytes ahead in each stream, reads faster (as the decoding
+// 2 KiB ahead in each stream (ReadRange), reads faster (as the decoding
 // kernels prefetch), the limit is that: on a Xeon (family 6 model 167) 64 /
 // 256 MiB read 24.1 -> 26.4 / 12.9 -> 14.3 GB/s on one thread, 25.1-26.9
 // -> 29.1-29.7 on two at 256 MiB, where tfk's M = 1 matmul had read its
@@ -109,45 +215,16 @@ void RegisterRmw(size_t n) {
 // hardware prefetchers did better alone in decoding attention
 // (lib/memory.h, DecodeSpreadPrefetch). So each benchmark times one pass
 // either way first and keeps the faster (its label says which).
-constexpr size_t kReadStreams = 4;
-constexpr size_t kReadAhead = 2048;
-
-template <bool kPrefetch>
-void ReadRange(const float* data, size_t lo, size_t hi) {
-  // Integer xor of the bit patterns into 32 independent lanes per
-  // stream: associative, so the compiler vectorises it, and the chains
-  // are independent, so the loop is bound by the loads alone.
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(data);
-  const size_t part = (hi - lo) / kReadStreams / 32 * 32;
-  uint32_t acc[kReadStreams][32] = {};
-  for (size_t i = 0; i < part; i += 32) {
-    for (size_t r = 0; r < kReadStreams; ++r) {
-      const uint32_t* p = w + lo + r * part + i;
-      if (kPrefetch) {  // both lines of the pair, into L2 (locality 2: prefetcht1)
-        __builtin_prefetch(p + kReadAhead / 4, 0, 2);
-        __builtin_prefetch(p + kReadAhead / 4 + 16, 0, 2);
-      }
-      for (size_t j = 0; j < 32; ++j) acc[r][j] ^= p[j];
-    }
-  }
-  uint32_t x = 0;
-  for (size_t i = lo + kReadStreams * part; i < hi; ++i) x ^= w[i];
-  for (const auto& row : acc) {
-    for (uint32_t v : row) x ^= v;
-  }
-  benchmark::DoNotOptimize(x);
-}
-
 void RegisterRead(size_t n) {
   RegisterPerThreads("memory/read/" + std::to_string(n), 1.0 * n * 4, [=](benchmark::State& s, int t) {
     Floats a(n);
-    const auto pass = [&](bool prefetch) {
+    const auto pass = [&](int prefetch) {
       Split(n, t, [&](size_t lo, size_t hi) {
-        prefetch ? ReadRange<true>(a.p, lo, hi) : ReadRange<false>(a.p, lo, hi);
+        benchmark::DoNotOptimize(HWY_DYNAMIC_DISPATCH(ReadRange)(a.p, lo, hi, prefetch != 0));
       });
     };
     // The faster way on this machine: the best of two untimed passes each.
-    const bool prefetch = SecondIsFaster(pass);
+    const bool prefetch = FastestWay(2, pass) == 1;
     for (auto _ : s) pass(prefetch);
     s.SetLabel(prefetch ? "software prefetch" : "hardware prefetch");
   });
@@ -158,7 +235,7 @@ void RegisterTriad(size_t n) {
     Floats a(n), b(n), c(n);
     for (auto _ : s) {
       Split(n, t, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) a.p[i] = b.p[i] + 3.0f * c.p[i];
+        HWY_DYNAMIC_DISPATCH(TriadRange)(a.p, b.p, c.p, lo, hi);
       });
       benchmark::DoNotOptimize(a.p);
     }
@@ -166,7 +243,7 @@ void RegisterTriad(size_t n) {
 }
 
 const bool kRegistered = [] {
-  RegisterCopy(size_t{64} << 20);   // 256 MiB: the softmax [32*2048, 2048] bytes
+  RegisterCopy(size_t{64} << 20);   // 256 MiB (the softmax [32*2048, 2048] moves 1 GiB)
   RegisterCopy(size_t{16} << 20);   // 64 MiB: activations 16M, LayerNorm [2048,4096] is 8M
   RegisterCopy(size_t{8} << 20);
   RegisterCopy(size_t{512} << 10);  // LayerNorm [512, 1024]: 4 MiB moved, from L3
@@ -183,3 +260,4 @@ const bool kRegistered = [] {
 
 }  // namespace
 }  // namespace tfk_bench
+#endif  // HWY_ONCE

@@ -5,11 +5,14 @@
 
 For each kernel: a table of shapes x threads with one column per ISA (median
 of the repetitions, min-max beside it, a warning sign where the spread
-(max - min) / median exceeds 10 %), the best ISA's share of the machine limit
+(max - min) / median exceeds 10 %), the dispatched ISA's share of the machine limit
 measured in the same run (FMA peak of that ISA for matmul; copy bandwidth of
 the same bytes for memory-bound kernels, a read-modify-write pass for
 in-place ones, read bandwidth for decoding matmuls), and the ratio to the
-best peer (oneDNN, OpenBLAS) run in the same binary. Plots (PNG, matplotlib):
+best peer (oneDNN, OpenBLAS) run in the same binary. The dispatched ISA is
+the one tfk runs by default, the best the CPU supports (not the fastest of the
+ISAs in that run, which where they tie would pick the luckiest of their
+medians). Plots (PNG, matplotlib):
 throughput per ISA per kernel, and matmul GFLOP/s against M with the FMA
 peak as a line.
 """
@@ -206,12 +209,12 @@ def kernel_table(kernel, rows, peer_rows, peak, memory, tfk=None):
     isas = sorted({isa for by_isa in rows.values() for isa in by_isa}, key=isa_key)
     unit = next(iter(next(iter(rows.values())).values())).unit
     lines = [f"| shape | threads | " + " | ".join(isas) +
-             " | best ISA: share of limit | best peer | tfk / best peer |",
+             " | dispatched ISA: share of limit | best peer | tfk / best peer |",
              "|---|---|" + "---|" * len(isas) + "---|---|---|"]
     for (shape, t) in sorted(rows, key=lambda k: (shape_key(k[0]), k[1])):
         by_isa = rows[(shape, t)]
         cells = [fmt(by_isa[i]) if i in by_isa else "" for i in isas]
-        best_isa = max(by_isa, key=lambda i: by_isa[i].median)
+        best_isa = min(by_isa, key=isa_key)  # the one tfk dispatches to
         best = by_isa[best_isa]
         lim = limit_for(kernel, shape, t, best_isa, best, peak, memory, tfk)
         share = f"{100 * lim[0]:.0f} % of {lim[1]} ({best_isa})" if lim else ""
@@ -269,7 +272,7 @@ def plot_matmul(rows, peers, peak, path):
             if tt != t or len(pts) < 2:
                 continue
             pts.sort()
-            best = [max(p[2].values(), key=lambda r: r.median).median for p in pts]
+            best = [p[2][min(p[2], key=isa_key)].median for p in pts]  # dispatched ISA
             ax.plot([p[0] for p in pts], best, marker="o", label=f"tfk K={k} N={n}")
             peer_best = []
             for p in pts:
@@ -330,7 +333,8 @@ def render(results, context, cpu, command, img_dir, img_rel):
         out.append(f"OpenBLAS kernel: {context['openblas_corename']}.")
     out += ["", "Each cell: median over repetitions (min–max); ⚠ marks a spread over "
             f"{SPREAD_LIMIT:.0%}. Shares of a limit use the limit measured in the same run; "
-            "the peer ratio compares tfk's best ISA with the best peer at the same threads.", ""]
+            "the peer ratio compares tfk on the ISA it dispatches to (the best the CPU "
+            "supports) with the best peer at the same threads.", ""]
     out += ["## Machine limits", ""] + limits_section(peak, tiles, memory) + [""]
     os.makedirs(img_dir, exist_ok=True)
     for kernel in sorted(tfk, key=lambda k: KERNEL_ORDER.index(k) if k in KERNEL_ORDER else 99):
