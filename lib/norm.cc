@@ -14,7 +14,8 @@
 // 6.1 -> 7.9 GB/s; the copy of the same bytes moves 9.5).
 // If a finite row overflows these float sums (|x| > ~1e19) or may have
 // underflowed them (statistic + eps < 2^-100, e.g. |x| ~ 1e-30 with eps = 0),
-// the row is redone in double precision on the scalar path. Rows with inf or
+// or statistic + eps passes FLT_MAX (eps near it), the row is redone in
+// double precision on the scalar path. Rows with inf or
 // NaN follow IEEE arithmetic through the formulas: NaN everywhere for
 // LayerNorm (x - mean is NaN); for RMSNorm with an inf, rstd = 0, so NaN at
 // the inf and 0 elsewhere (as a double-precision reference gives).
@@ -122,7 +123,9 @@ HWY_INLINE void LayerNormRowT(D d, const float* x, float* y, size_t n, const flo
   const float sq = SumRow</*kSquare=*/true, /*kToL2=*/kStream>(
       d, x, n, [&](V v) HWY_ATTR { return hn::Sub(hn::Sub(v, vp), vm_lo); }, next);
   const float var = sq / static_cast<float>(n);
-  if (!(isfinite(m_lo) && isfinite(var) && var + eps >= kMinStatistic) && RowIsFinite(x, n)) {
+  // var + eps past FLT_MAX (eps near it) would give rstd = 0: double too.
+  if (!(isfinite(m_lo) && var + eps >= kMinStatistic && var + eps < INFINITY) &&
+      RowIsFinite(x, n)) {
     return LayerNormRowF64(x, y, n, gamma, beta, eps);
   }
   AffineRow<kStream>(d, x, y, n, p, m_lo, 1.0f / sqrtf(var + eps), gamma, beta, next);
@@ -135,7 +138,7 @@ HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float
   const float sq =
       SumRow</*kSquare=*/true, /*kToL2=*/kStream>(d, x, n, [](V v) HWY_ATTR { return v; }, next);
   const float ms = sq / static_cast<float>(n);
-  if (!(isfinite(ms) && ms + eps >= kMinStatistic) && RowIsFinite(x, n)) {
+  if (!(ms + eps >= kMinStatistic && ms + eps < INFINITY) && RowIsFinite(x, n)) {
     return RmsNormRowF64(x, y, n, gamma, eps);
   }
   AffineRow<kStream>(d, x, y, n, 0.0f, 0.0f, 1.0f / sqrtf(ms + eps), gamma, nullptr, next);

@@ -145,6 +145,23 @@ TEST_P(NormTest, HugeTinyAndNonFinite) {
   }
 }
 
+// eps near FLT_MAX: the statistic + eps passes FLT_MAX in float while the
+// statistic itself does not (rstd would be 0, every output 0 or beta), so
+// the row is redone in double.
+TEST_P(NormTest, EpsNearFloatMax) {
+  for (const std::vector<float>& row : {std::vector<float>{1.8e19f},
+                                        std::vector<float>{1e19f, -1.2e19f}}) {
+    const size_t cols = row.size();
+    std::vector<float> y(cols);
+    ASSERT_EQ(tfk_rmsnorm(1, cols, row.data(), cols, nullptr, 1e38f, y.data(), cols), TFK_SUCCESS);
+    ExpectRow(RefRmsNorm(row.data(), cols, nullptr, 1e38f), y.data(), cols, "rms, eps 1e38");
+    ASSERT_EQ(tfk_layernorm(1, cols, row.data(), cols, nullptr, nullptr, 3e38f, y.data(), cols),
+              TFK_SUCCESS);
+    ExpectRow(RefLayerNorm(row.data(), cols, nullptr, nullptr, 3e38f), y.data(), cols,
+              "layernorm, eps 3e38");
+  }
+}
+
 TEST_P(NormTest, IdenticalBitsForAnyThreadCount) {
   const size_t rows = 600, cols = 1023;
   Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);
