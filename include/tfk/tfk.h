@@ -173,8 +173,9 @@ typedef enum tfk_rope_pairing {
  * base > 1 and finite. The position of token t is positions[t] if
  * positions is not NULL (it must not overlap x), else pos_start + t
  * (pos_start + tokens - 1 must fit int64_t). rotary_dim <= 1024.
- * Angles are reduced in double precision, so error does not grow with the
- * position (docs/numerics.md). */
+ * Angles are reduced in double precision, so the error does not grow with
+ * the position up to |position| 2^31; past it the angle's rounding in double
+ * (2^-53 |angle| radians) grows with it (docs/numerics.md). */
 TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_dim,
                             size_t rotary_dim, tfk_rope_pairing pairing,
                             double base, float* x, size_t ldx,
