@@ -333,7 +333,16 @@ HWY_NOINLINE void DecodeTask(const AttentionArgs& a, size_t g, size_t s, bool fi
       const float inv = 1.0f / st[1];
       for (size_t c = 0; c < dh; ++c) o[c] = st[2 + c] * inv;
     } else {
-      memcpy(part + f * (dh + 2), st, (dh + 2) * sizeof(float));
+      // A split in which no key had weight leaves zeros, not its sums (0 x
+      // inf = NaN where a value is infinite), as the prefill splits do.
+      float* pf = part + f * (dh + 2);
+      if (st[1] == 0.0f) {
+        pf[0] = -INFINITY;
+        pf[1] = 0.0f;
+        memset(pf + 2, 0, dh * sizeof(float));
+      } else {
+        memcpy(pf, st, (dh + 2) * sizeof(float));
+      }
     }
   }
 }

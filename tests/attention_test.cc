@@ -232,6 +232,20 @@ TEST_P(AttentionTest, QueriesWhoseScoresAreAllMinusInfGiveZerosOnEveryPath) {
   }
 }
 
+TEST_P(AttentionTest, SplitWithAllScoresMinusInfAddsNothing) {
+  // Decoding over 1500 keys (split among tasks): head 3's scores are -inf on
+  // keys 0-599 (-1e30 x 1e30) and finite on the rest, and key 0's value is
+  // infinite. A split that saw only -inf scores adds nothing to the merge;
+  // its sums had carried 0 x inf = NaN into it.
+  const Shape s{1, 1500, 4, 1, 16, true};
+  Problem pb(s, 0, 0, 6);
+  for (size_t j = 0; j < 600; ++j) pb.K(j, 0)[0] = 1e30f;
+  pb.Q(0, 3)[0] = -1e30f;
+  pb.V(0, 0)[1] = INFINITY;
+  ASSERT_EQ(pb.Run(), TFK_SUCCESS);
+  for (size_t c = 0; c < s.d; ++c) ASSERT_TRUE(std::isfinite(pb.O(0, 3)[c])) << "c=" << c;
+}
+
 TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
   for (const Shape& s : {Shape{300, 300, 4, 2, 64, true}, Shape{1, 3000, 8, 2, 64, false},
                          Shape{4, 3000, 32, 4, 32, true}, Shape{1, 3000, 3, 3, 40, true}}) {
