@@ -223,7 +223,7 @@ void RegisterRead(size_t n) {
         benchmark::DoNotOptimize(HWY_DYNAMIC_DISPATCH(ReadRange)(a.p, lo, hi, prefetch != 0));
       });
     };
-    // The faster way on this machine: the best of two untimed passes each.
+    // The faster way on this machine (FastestWay).
     const bool prefetch = FastestWay(2, pass) == 1;
     for (auto _ : s) pass(prefetch);
     s.SetLabel(prefetch ? "software prefetch" : "hardware prefetch");

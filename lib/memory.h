@@ -50,8 +50,9 @@ bool DecodeSpreadPrefetch();
 bool StreamSharedPackedA();
 
 // Whether the AVX-512 matmul's tasks pack A each for themselves where they
-// are at most two to an M chunk (lib/matmul.cc, Gemm), rather than into one buffer all the call's tasks read. Yes unless
-// the environment variable TFK_PACK_A_PER_TASK is 0 (the tests run both).
+// are at most two to an M chunk (lib/matmul.cc, Gemm), rather than into one
+// buffer all the call's tasks read. Yes unless the environment variable
+// TFK_PACK_A_PER_TASK is 0 (the tests run both).
 bool PackAPerTask();
 
 // Whether a decoding matmul tile of at most 4 rows that runs as the call's
