@@ -8,6 +8,10 @@ set -euo pipefail
 
 pkgs=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libgtest-dev libbenchmark-dev
       python3 python3-matplotlib)
+case "${1:-}" in
+  "" | --peers) ;;
+  *) echo "usage: scripts/install-deps.sh [--peers]" >&2; exit 2 ;;
+esac
 if [[ "${1:-}" == "--peers" ]]; then
   # Debian's oneDNN is built with the OpenCL GPU runtime: its CMake package
   # requires OpenCL's dev files, which libdnnl-dev only recommends.
@@ -25,8 +29,14 @@ if ((${#missing[@]} == 0)); then
 fi
 
 echo "tfk: installing ${missing[*]}" >&2
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null; then
+    echo "tfk: installing packages needs root: run this as root, or install sudo" >&2
+    exit 1
+  fi
+  sudo_cmd=(sudo env DEBIAN_FRONTEND=noninteractive)  # sudo resets the environment
+fi
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
