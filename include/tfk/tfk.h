@@ -194,8 +194,9 @@ typedef enum tfk_layout {
  * not overlap A or B. beta = 0 does not read C (NaN there is ignored). Each
  * C element is one sequential FMA chain over k = 0..K-1, so results are
  * identical for any thread count and equal, bit for bit, to tfk_linear with
- * the same B. Error: |C - C_exact| <= K u (|A||B|)_ij (2 K u on SSE4,
- * which has no FMA) + rounding of the alpha/beta step (docs/matmul.md). */
+ * the same B. Error: |C - C_exact| <= K u |alpha| (|A||B|)_ij (2 K u on
+ * SSE4, which has no FMA) + rounding of the alpha/beta step, plus products
+ * in the subnormal range rounded there (docs/matmul.md). */
 TFK_API tfk_status tfk_matmul(size_t M, size_t N, size_t K, float alpha,
                               const float* A, size_t lda, const float* B,
                               size_t ldb, tfk_layout b_layout, float beta,
