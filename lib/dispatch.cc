@@ -27,12 +27,22 @@ size_t CountBits(int64_t bits) {
 }
 
 // Asked of Highway once, when the library is loaded: hwy::SupportedTargets()
-// also resets the process-wide hwy::GetChosenTarget() (it calls Update),
-// which is the host's, not ours. Before the host runs, that is what
-// Highway's own first dispatch would do anyway; after it, tfk leaves the
-// host's choice alone (tests/api_test.cc, Isa.LeavesTheHostsHighwayChoiceAlone).
+// also resets the process-wide hwy::GetChosenTarget() (it calls Update with
+// every target the CPU has), which is the host's, not ours. Before the host
+// runs, that is what Highway's own first dispatch would do anyway; a host
+// that had already chosen (tfk loaded later, with dlopen) gets its choice
+// back: Update with what SupportedTargets returns, the CPU's targets less
+// those the host disabled (hwy::DisableTargets), as Highway's own dispatch
+// computes it. After that tfk leaves the host's choice alone
+// (tests/api_test.cc, Isa.LeavesTheHostsHighwayChoiceAlone).
 int64_t Supported() {
-  static const int64_t supported = hwy::SupportedTargets() & kCompiled;
+  static const int64_t supported = [] {
+    hwy::ChosenTarget& host = hwy::GetChosenTarget();
+    const bool host_chose = host.IsInitialized();
+    const int64_t targets = hwy::SupportedTargets();
+    if (host_chose) host.Update(targets);
+    return targets & kCompiled;
+  }();
   return supported;
 }
 const int64_t kSupportedAtLoad = Supported();
