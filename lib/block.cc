@@ -8,7 +8,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <new>
@@ -173,14 +172,8 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
     }
     if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g2, b2, Y, ldy);
   }
-  if (s != TFK_SUCCESS) {
-    // Out of memory after the attention appended to the cache: the cache is
-    // left as it was found (as tfk_mha_forward leaves it), the message kept.
-    char message[512];
-    snprintf(message, sizeof(message), "%s", tfk_last_error());
-    if (cache != nullptr) tfk_kv_cache_truncate(cache, len);
-    return Fail(s, fn, "%s", message);
-  }
+  // Out of memory after the attention appended: the cache keeps its length.
+  if (s != TFK_SUCCESS) return FailRestoringCache(s, fn, cache, len);
   return TFK_SUCCESS;
 }
 

@@ -1,6 +1,7 @@
 // Helpers shared by the composite layers: lib/layer.h.
 #include "lib/layer.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <new>
@@ -49,13 +50,6 @@ size_t WorkspaceBytes(std::initializer_list<size_t> floats) {
   return bytes;
 }
 
-namespace {
-bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const uintptr_t a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
-  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
-}
-}  // namespace
-
 tfk_status CheckForward(const char* fn, size_t n, size_t cols, const float* X, size_t ldx,
                         const float* Y, size_t ldy, const float* R, size_t ldr,
                         const void* workspace, size_t workspace_bytes, size_t need) {
@@ -73,11 +67,19 @@ tfk_status CheckForward(const char* fn, size_t n, size_t cols, const float* X, s
                 workspace_bytes, need, n);
   }
   const auto extent = [&](size_t ld) { return ((n - 1) * ld + cols) * sizeof(float); };
-  if (Overlap(workspace, need, X, extent(ldx)) || Overlap(workspace, need, Y, extent(ldy)) ||
-      (R != nullptr && Overlap(workspace, need, R, extent(ldr)))) {
+  if (BytesOverlap(workspace, need, X, extent(ldx)) || BytesOverlap(workspace, need, Y, extent(ldy)) ||
+      (R != nullptr && BytesOverlap(workspace, need, R, extent(ldr)))) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "workspace overlaps X, Y or R");
   }
   return TFK_SUCCESS;
+}
+
+tfk_status FailRestoringCache(tfk_status s, const char* fn, tfk_kv_cache* cache,
+                              size_t length) {
+  char inner[512];
+  snprintf(inner, sizeof(inner), "%s", tfk_last_error());
+  if (cache != nullptr) tfk_kv_cache_truncate(cache, length);
+  return Fail(s, fn, "%s", inner);
 }
 
 tfk_status CheckLayout(const char* fn, tfk_layout layout) {

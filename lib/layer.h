@@ -64,6 +64,13 @@ tfk_status CheckLayout(const char* fn, tfk_layout layout);
 tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_heads,
                       size_t head_dim, size_t n, size_t* length);
 
+// Fails a forward call (fn) that failed inside with status s (out of memory,
+// possibly after appending to cache, which may be null): the cache is cut
+// back to `length`, its length before the call, so that the caller can run
+// the same tokens again, and the inner message is kept behind fn's name
+// (as FailFrom; the truncation would clear it).
+tfk_status FailRestoringCache(tfk_status s, const char* fn, tfk_kv_cache* cache, size_t length);
+
 // The KV heads and head_dim of a layer (lib/mha.cc), for the block's checks.
 void MhaCacheShape(const tfk_mha* mha, size_t* n_kv_heads, size_t* head_dim);
 

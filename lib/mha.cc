@@ -12,7 +12,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <new>
 
@@ -194,15 +193,8 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X,
     }
   }
   if (s == TFK_SUCCESS) s = tfk_linear_forward(mha->out, n, o, mha->q_cols, Y, ldy, R, ldr);
-  if (s != TFK_SUCCESS) {
-    // A call that failed (out of memory) after the append leaves the cache
-    // as it found it, so that the caller can run the same tokens again. The
-    // truncation clears the thread's message: the inner one is kept first.
-    char inner[512];
-    snprintf(inner, sizeof(inner), "%s", tfk_last_error());
-    if (cache != nullptr) tfk_kv_cache_truncate(cache, p0);
-    return Fail(s, fn, "%s", inner);
-  }
+  // Out of memory after the append: the cache keeps its length.
+  if (s != TFK_SUCCESS) return FailRestoringCache(s, fn, cache, p0);
   return TFK_SUCCESS;
 }
 

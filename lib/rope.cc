@@ -161,11 +161,10 @@ extern "C" TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_
   }
   if (positions != nullptr) {
     // Tasks read positions[t] while others rotate x: they must not share bytes.
-    const uintptr_t p0 = reinterpret_cast<uintptr_t>(positions);
-    const uintptr_t p1 = p0 + tokens * sizeof(int64_t);
-    const uintptr_t x0 = reinterpret_cast<uintptr_t>(x);
-    const uintptr_t x1 = x0 + ((tokens - 1) * ldx + heads * head_dim) * sizeof(float);
-    if (p0 < x1 && x0 < p1) return Fail(TFK_INVALID_ARGUMENT, fn, "positions overlaps x");
+    if (BytesOverlap(positions, tokens * sizeof(int64_t), x,
+                     ((tokens - 1) * ldx + heads * head_dim) * sizeof(float))) {
+      return Fail(TFK_INVALID_ARGUMENT, fn, "positions overlaps x");
+    }
   }
   const tfk::RopeArgs args{tokens, heads, head_dim, rotary_dim, pairing, base,
                            x, ldx, pos_start, positions};

@@ -67,6 +67,11 @@ tfk_status CheckMatrix(const char* fn, const char* name, const void* p,
   return TFK_SUCCESS;
 }
 
+bool BytesOverlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const uintptr_t a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
 tfk_status CheckAliasing(const char* fn, const char* x_name, const void* x,
                          size_t ldx, const char* y_name, const void* y,
                          size_t ldy, size_t rows, size_t cols) {

@@ -31,6 +31,8 @@ tfk_status CheckSize(const char* fn, const char* name, size_t n);
 // its extent (rows-1)*ld + cols elements addressable without overflow.
 tfk_status CheckMatrix(const char* fn, const char* name, const void* p,
                        size_t rows, size_t cols, size_t ld);
+// Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool BytesOverlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 // Output y of [rows, cols] may be x itself (same ld) but must not otherwise
 // overlap it.
 tfk_status CheckAliasing(const char* fn, const char* x_name, const void* x,
