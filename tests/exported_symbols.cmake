@@ -1,4 +1,12 @@
-# Fails unless every dynamic symbol libtfk defines starts with tfk_.
+# Fails unless every dynamic symbol libtfk defines starts with tfk_ and the
+# library's soname is SONAME.
+execute_process(COMMAND objdump -p ${LIB} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR NOT dyn MATCHES "SONAME +([^\n]+)")
+  message(FATAL_ERROR "objdump found no soname in ${LIB}")
+endif()
+if(NOT CMAKE_MATCH_1 STREQUAL SONAME)
+  message(FATAL_ERROR "soname is ${CMAKE_MATCH_1}, expected ${SONAME}")
+endif()
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIB}")
