@@ -1,8 +1,8 @@
 // tfk-info: what tfk does on this CPU. Prints the compiled, supported and
 // active ISAs, the thread count, and a short throughput table (GB/s of bytes
 // read + written, best of several runs; GFLOP/s for the linear layer) of
-// every kernel on every supported ISA at 1 and all threads. For careful
-// figures use tfk_bench. `tfk-info --isas` prints the ISA lines only.
+// every kernel on every supported ISA up to the active one (TFK_MAX_ISA caps
+// it) at 1 and all threads. For careful figures use tfk_bench. `tfk-info --isas` prints the ISA lines only.
 #include <tfk/tfk.hpp>
 
 #include <algorithm>
@@ -42,10 +42,15 @@ int main(int argc, char** argv) {
   std::printf("tfk %s\n", tfk_version());
   std::string compiled, supported;
   for (const auto& s : tfk::compiled_isas()) compiled += " " + s;
-  const std::vector<std::string> isas = tfk::supported_isas();
-  for (const auto& s : isas) supported += " " + s;
-  std::printf("compiled ISAs: %s\nsupported ISAs on this CPU: %s\nactive ISA:  %s\n",
-              compiled.c_str(), supported.c_str(), tfk_active_isa());
+  const std::vector<std::string> all_isas = tfk::supported_isas();  // best first
+  for (const auto& s : all_isas) supported += " " + s;
+  const std::string active = tfk_active_isa();
+  std::printf("compiled ISAs: %s\nsupported ISAs on this CPU: %s\nactive ISA:  %s%s\n",
+              compiled.c_str(), supported.c_str(), active.c_str(),
+              all_isas.empty() || all_isas.front() == active ? "" : " (capped: TFK_MAX_ISA)");
+  // The table honours the cap: the active ISA and the supported ones below it.
+  std::vector<std::string> isas(std::find(all_isas.begin(), all_isas.end(), active), all_isas.end());
+  if (isas.empty()) isas = {active};
   const int all = tfk::num_threads();
   std::printf("threads: %d (TFK_NUM_THREADS / tfk_set_num_threads to change)\n", all);
   if (isas_only) return 0;  // `tfk-info --isas`: no throughput table
