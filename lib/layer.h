@@ -67,7 +67,8 @@ tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_hea
 // Fails a forward call (fn) that failed inside with status s (out of memory,
 // possibly after appending to cache, which may be null): the cache is cut
 // back to `length`, its length before the call, so that the caller can run
-// the same tokens again, and the inner message is kept behind fn's name
+// the same tokens again (from its own copy of them if the call was in place:
+// Y may already hold partial results), and the inner message is kept behind fn's name
 // (as FailFrom; the truncation would clear it).
 tfk_status FailRestoringCache(tfk_status s, const char* fn, tfk_kv_cache* cache, size_t length);
 

@@ -360,7 +360,9 @@ TFK_API tfk_status tfk_mha_workspace_size(const tfk_mha* mha, size_t n,
  * before the call: one decoding step of one token is one call. The cache
  * must match n_kv_heads and head_dim and have room for n more tokens. On
  * any error (tfk_block_forward's too) the cache keeps its length from
- * before the call. */
+ * before the call, so the same tokens can be run again; after
+ * TFK_OUT_OF_MEMORY an in-place call (Y == X or Y == R) may have overwritten
+ * its input with partial results. */
 TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n,
                                    const float* X, size_t ldx, float* Y,
                                    size_t ldy, const float* R, size_t ldr,
