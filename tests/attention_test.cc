@@ -40,6 +40,14 @@ struct Problem {
     FillUniform(k.data(), k.size(), -1.0f, 1.0f, seed + 1);
     FillUniform(v.data(), v.size(), -1.0f, 1.0f, seed + 2);
     FillUniform(o.data(), o.size(), 7.0f, 8.0f, seed + 3);
+    o0.assign(o.data(), o.data() + o.size());
+  }
+  std::vector<float> o0;  // O as filled, before any run
+  // Puts O back as filled, so that a run that writes nothing is seen.
+  void ResetO() { std::copy(o0.begin(), o0.end(), o.data()); }
+  // O's padding columns (past n_heads x d) as filled.
+  bool OPaddingIntact() const {
+    return PaddingIntact(o.data(), o0.data(), s.q_len, s.n_heads * s.d, ldo);
   }
   float* Q(size_t t, size_t h) { return q.data() + t * ldq + h * s.d; }
   float* K(size_t j, size_t g) { return k.data() + j * ldk + g * s.d; }
@@ -138,6 +146,7 @@ TEST_P(AttentionTest, MatchesReference) {
     ExpectAttention(pb, 1.0f / std::sqrt(static_cast<float>(s.d)), "default scale");
     if (HasFatalFailure()) return;
     EXPECT_TRUE(pb.o.GuardsIntact() && pb.q.GuardsIntact());
+    EXPECT_TRUE(pb.OPaddingIntact()) << s.q_len << "x" << s.kv_len << " d=" << s.d;
     ++seed;
   }
 }
@@ -243,7 +252,18 @@ TEST_P(AttentionTest, SplitWithAllScoresMinusInfAddsNothing) {
   pb.Q(0, 3)[0] = -1e30f;
   pb.V(0, 0)[1] = INFINITY;
   ASSERT_EQ(pb.Run(), TFK_SUCCESS);
-  for (size_t c = 0; c < s.d; ++c) ASSERT_TRUE(std::isfinite(pb.O(0, 3)[c])) << "c=" << c;
+  // Keys 0-599 have weight exactly 0 (exp(-inf)). The other scores are
+  // -1e30 x k with k in [-1, 1), ~1e24 or more apart: the weights are one-hot
+  // in float, and head 3's row is exactly the value of the best-scoring key.
+  const float* q3 = pb.Q(0, 3);
+  size_t best = 0;
+  double best_score = -INFINITY;
+  for (size_t j = 600; j < s.kv_len; ++j) {
+    double score = 0;
+    for (size_t k = 0; k < s.d; ++k) score += static_cast<double>(q3[k]) * pb.K(j, 0)[k];
+    if (score > best_score) best_score = score, best = j;
+  }
+  for (size_t c = 0; c < s.d; ++c) ASSERT_EQ(pb.O(0, 3)[c], pb.V(best, 0)[c]) << "c=" << c;
 }
 
 TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
@@ -252,6 +272,7 @@ TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
     Problem pb(s, 1, 1, 9);
     std::vector<float> first;
     for (int threads : {1, 2, 7}) {
+      pb.ResetO();
       WithThreads(threads, [&] { ASSERT_EQ(pb.Run(), TFK_SUCCESS); });
       std::vector<float> out(pb.o.data(), pb.o.data() + pb.o.size());
       if (first.empty()) {
@@ -266,7 +287,10 @@ TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
 TEST_P(AttentionTest, Errors) {
   const Shape s{4, 6, 4, 2, 8, false};
   Problem pb(s, 0, 0, 1);
-  std::vector<float> before(pb.o.data(), pb.o.data() + pb.o.size());
+  // Nothing is written: not O, nor Q or K where a bad O points into them.
+  const std::vector<float> before(pb.o.data(), pb.o.data() + pb.o.size());
+  const std::vector<float> q_before(pb.q.data(), pb.q.data() + pb.q.size());
+  const std::vector<float> k_before(pb.k.data(), pb.k.data() + pb.k.size());
   const auto run = [&](size_t q_len, size_t kv_len, size_t nh, size_t nkv, size_t d,
                        const float* Q, size_t ldq, const float* K, size_t ldk, const float* V,
                        size_t ldv, float* O, size_t ldo, float scale, int mask) {
@@ -296,6 +320,8 @@ TEST_P(AttentionTest, Errors) {
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, NAN, 0), "scale");
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, 0, 7), "mask");
   EXPECT_TRUE(SameBits(before.data(), pb.o.data(), before.size()));
+  EXPECT_TRUE(SameBits(q_before.data(), pb.q.data(), q_before.size()));
+  EXPECT_TRUE(SameBits(k_before.data(), pb.k.data(), k_before.size()));
 }
 
 // ---- KV cache ---------------------------------------------------------------
@@ -422,6 +448,7 @@ TEST_P(KvCacheTest, SameBitsForAnyThreadCount) {
               TFK_SUCCESS);
     std::vector<float> first;
     for (int threads : {1, 2, 7}) {
+      pb.ResetO();
       WithThreads(threads, [&] {
         ASSERT_EQ(tfk_kv_cache_attention(cache.c, s.q_len, s.n_heads, pb.q.data(), pb.ldq,
                                          pb.o.data(), pb.ldo, 0.0f, TFK_MASK_CAUSAL),

@@ -513,7 +513,21 @@ TEST_P(LayerTest, Errors) {
   expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes),
          "KV heads");
   tfk_kv_cache_destroy(cache);
+  // A cache that holds two tokens keeps them, and only them, after a failed
+  // forward (too small a workspace, an X that overlaps Y).
+  tfk::check(tfk_kv_cache_create(&cache, 16, 2, 8, TFK_DTYPE_F32));
+  const std::vector<float> kv(2 * 16, 0.5f);
+  tfk::check(tfk_kv_cache_append(cache, 2, kv.data(), 16, kv.data(), 16));
+  expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes - 1),
+         "workspace_bytes");
+  expect(tfk_block_forward(blk, 4, x.data(), 32, x.data() + 1, 32, cache, ws.data(), bytes),
+         "overlaps");
+  size_t length = 0;
+  tfk::check(tfk_kv_cache_info(cache, &length, nullptr, nullptr));
+  EXPECT_EQ(length, 2u);
+  tfk_kv_cache_destroy(cache);
   for (float v : y) ASSERT_EQ(v, 5.0f);  // nothing written, not even the workspace
+  for (float v : x) ASSERT_EQ(v, 1.0f);  // nor X, where Y or the workspace pointed into it
   for (char c : ws) ASSERT_EQ(c, 0x5A);
 }
 

@@ -84,7 +84,7 @@ TEST_P(NormTest, AwkwardSizesStridedWithAndWithoutAffine) {
         ExpectRow(RefRmsNorm(x.data() + r * ldx, cols, gp, 1e-6f), y.data() + r * ldy, cols,
                   "rmsnorm");
       }
-      ASSERT_TRUE(y.GuardsIntact());
+      ASSERT_TRUE(y.GuardsIntact(rows, cols, ldy)) << cols;
     }
   }
 }

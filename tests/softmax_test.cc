@@ -96,7 +96,7 @@ TEST_P(SoftmaxTest, AwkwardSizesMisalignedStrided) {
         ASSERT_EQ(tfk_softmax(rows, cols, x.data(), ldx, y.data(), ldy, scale, TFK_MASK_NONE, 0),
                   TFK_SUCCESS);
         ExpectSoftmax(x.data(), ldx, y.data(), ldy, rows, cols, scale, TFK_MASK_NONE, 0);
-        ASSERT_TRUE(y.GuardsIntact()) << cols;
+        ASSERT_TRUE(y.GuardsIntact(rows, cols, ldy)) << cols;
       }
     }
   }
@@ -122,6 +122,13 @@ TEST_P(SoftmaxTest, HugeMagnitudesAndDenormals) {
     ASSERT_EQ(tfk_softmax(2, cols, x.data(), cols, y.data(), cols, 1.0f, TFK_MASK_NONE, 0),
               TFK_SUCCESS);
     ExpectSoftmax(x.data(), cols, y.data(), cols, 2, cols, 1.0f, TFK_MASK_NONE, 0);
+    // Row 0's values lie ~1e27 or more apart, so it is one-hot in float: the
+    // bound above, |scale x| u at the maximum, allows far more than that.
+    const size_t top = static_cast<size_t>(std::max_element(x.data(), x.data() + cols) - x.data());
+    for (size_t j = 0; j < cols; ++j) ASSERT_EQ(y[j], j == top ? 1.0f : 0.0f) << cols << " " << j;
+    double sum = 0;  // row 1: the denormals' row, near uniform
+    for (size_t j = 0; j < cols; ++j) sum += y[cols + j];
+    ASSERT_NEAR(sum, 1.0, (cols + 8) * kEps) << cols;
   }
 }
 
@@ -240,13 +247,14 @@ TEST_P(SoftmaxTest, RowsSumToOneAndIgnoreAddedConstant) {
 // planted at the first or last vector of a segment, in the whole vectors
 // after the segments, on either side of the halfway point or in the last,
 // partial vector, must be found there, which gives the bits of the row
-// computed alone (finding its own maximum). Positions for 16 lanes. Two
-// rows on one thread: the first is piped where that applies.
+// computed alone (finding its own maximum). Positions for the active ISA's
+// N lanes. Two rows on one thread: the first is piped where that applies.
 TEST_P(SoftmaxTest, NextRowMaximumFoundAnywhere) {
+  const size_t N = ActiveLanes();
   for (size_t cols : {2053, 4099, 16384, 16411, 16447}) {
-    const size_t half = cols / 2 / 16 * 16;
-    const size_t seg0 = half / 64 * 16, seg1 = (cols - half) / 64 * 16;  // floats a segment
-    std::vector<size_t> at = {4 * seg0, half - 1, half, half + 4 * seg1, cols - 17, cols - 1};
+    const size_t half = cols / 2 / N * N;
+    const size_t seg0 = half / N / 4 * N, seg1 = (cols - half) / N / 4 * N;  // floats a segment
+    std::vector<size_t> at = {4 * seg0, half - 1, half, half + 4 * seg1, cols - N - 1, cols - 1};
     for (size_t k = 0; k < 4; ++k) {
       for (size_t p : {k * seg0, (k + 1) * seg0 - 1, half + k * seg1, half + (k + 1) * seg1 - 1}) {
         at.push_back(p);
@@ -254,10 +262,10 @@ TEST_P(SoftmaxTest, NextRowMaximumFoundAnywhere) {
     }
     // Piped (SoftmaxPiped, unmasked): the whole row's whole vectors as four
     // segments.
-    const size_t seg = cols / 64 * 16;
+    const size_t seg = cols / N / 4 * N;
     for (size_t k = 0; k <= 4; ++k) at.push_back(k * seg);
     for (size_t k = 1; k <= 4; ++k) at.push_back(k * seg - 1);
-    at.push_back(cols / 16 * 16 - 1);
+    at.push_back(cols / N * N - 1);
     Buffer x(2 * cols), y(2 * cols), alone(cols);
     FillUniform(x.data(), 2 * cols, -3.0f, 3.0f, 17);
     for (size_t p : at) {
@@ -314,7 +322,7 @@ void PipedStreamedRowsBody() {
         ASSERT_EQ(tfk_softmax(rows, cols, x.data(), ldx, y.data(), ldy, scale, TFK_MASK_NONE, 0),
                   TFK_SUCCESS);
         ExpectSoftmax(x.data(), ldx, y.data(), ldy, rows, cols, scale, TFK_MASK_NONE, 0);
-        ASSERT_TRUE(y.GuardsIntact()) << cols;
+        ASSERT_TRUE(y.GuardsIntact(rows, cols, ldy)) << cols;
         // The bits of each row computed alone (a one-row call, never piped).
         Buffer one(cols, (misalign + 2) % 4);
         for (size_t r = 0; r < rows; ++r) {

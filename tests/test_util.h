@@ -69,6 +69,17 @@ class Buffer {
     }
     return true;
   }
+  // GuardsIntact, and the padding of each of `rows` rows (columns [cols, ld))
+  // still holds the guard value, for an output the test has not written:
+  // a kernel writing past a row's end inside the buffer shows here.
+  bool GuardsIntact(size_t rows, size_t cols, size_t ld) const {
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t j = cols; j < ld; ++j) {
+        if (std::memcmp(&data()[r * ld + j], &kGuardValue, sizeof(float)) != 0) return false;
+      }
+    }
+    return GuardsIntact();
+  }
 
  private:
   static constexpr float kGuardValue = -12345.678f;
@@ -95,6 +106,29 @@ inline int64_t UlpDistance(float a, float b) {
 
 inline bool SameBits(const float* a, const float* b, size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+// True if the padding of each of `rows` rows (columns [cols, ld)) of `now`
+// still holds what `before` (the same layout, saved before the call) held:
+// a kernel writing past a row's end inside the buffer is caught here, where
+// Buffer's guards see only the ends of the whole buffer.
+inline bool PaddingIntact(const float* now, const float* before, size_t rows, size_t cols,
+                          size_t ld) {
+  for (size_t r = 0; r < rows; ++r) {
+    if (!SameBits(now + r * ld + cols, before + r * ld + cols, ld - cols)) return false;
+  }
+  return true;
+}
+
+// True where the active ISA has FMA (x86's AVX targets; the others' bounds
+// assume a separate multiply and add, the looser case).
+inline bool ActiveIsaHasFma() { return tfk::active_isa().rfind("AVX", 0) == 0; }
+
+// Floats a vector of the active ISA (x86: AVX3* 16, AVX2 8, SSE4 4), for
+// tests that place values at a kernel's vector or segment boundaries.
+inline size_t ActiveLanes() {
+  const std::string isa = tfk::active_isa();
+  return isa.rfind("AVX3", 0) == 0 ? 16 : isa == "AVX2" ? 8 : 4;
 }
 
 // Runs f() with tfk split into n tasks, then restores the default (0).
