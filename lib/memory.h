@@ -85,9 +85,9 @@ float* ThreadScratch(size_t n);
 
 // n floats (64-byte aligned) for state one call shares between its tasks,
 // such as partial results merged after a parallel loop. Each thread keeps a
-// second buffer for this; if it is already held (this thread runs a host
-// task that calls tfk while it waits inside another tfk call), a fresh one
-// is allocated. get() is null if memory ran out.
+// second buffer for this; if it is already held (a tfk call inside another
+// on one thread, which the isolated wait of lib/threading.cc rules out for
+// TBB's waits), a fresh one is allocated. get() is null if memory ran out.
 class CallBuffer {
  public:
   explicit CallBuffer(size_t n);

@@ -130,27 +130,34 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
   // with its output unwritten. tfk's bodies do not throw, so nothing cancels
   // this one.
   oneapi::tbb::task_group_context context(oneapi::tbb::task_group_context::isolated);
+  // The calling thread waits in an isolated region: it runs tfk's tasks
+  // only. Otherwise, called from a host's parallel loop, it would take the
+  // host's other tasks while it waited and run them inside this call: a
+  // host task that locks what its caller holds would deadlock, and one whose
+  // tfk call failed would leave its message behind this call's success.
   // The tasks copy what they read (captures by value) rather than refer to
   // this frame, whose lines the calling thread may write while they run.
-  oneapi::tbb::parallel_for(
-      oneapi::tbb::blocked_range<size_t>(0, tasks, 1),
-      [=](const oneapi::tbb::blocked_range<size_t>& r) {
-        // Chunk c gets base or base + 1 items (the first `extra` chunks).
-        const size_t base = n / chunks, extra = n % chunks;
-        const auto run = [=](size_t c) {
-          const size_t begin = c * base + std::min(c, extra);
-          body.fn(body.ctx, begin, begin + base + (c < extra ? 1 : 0));
-        };
-        for (size_t t = r.begin(); t != r.end(); ++t) {
-          size_t c;
-          while (TakeChunk((*ranges)[t], true, &c)) run(c);
-          for (size_t v = 1; v < tasks; ++v) {
-            ChunkRange& victim = (*ranges)[(t + v) % tasks];
-            while (TakeChunk(victim, false, &c)) run(c);
+  oneapi::tbb::this_task_arena::isolate([&] {
+    oneapi::tbb::parallel_for(
+        oneapi::tbb::blocked_range<size_t>(0, tasks, 1),
+        [=](const oneapi::tbb::blocked_range<size_t>& r) {
+          // Chunk c gets base or base + 1 items (the first `extra` chunks).
+          const size_t base = n / chunks, extra = n % chunks;
+          const auto run = [=](size_t c) {
+            const size_t begin = c * base + std::min(c, extra);
+            body.fn(body.ctx, begin, begin + base + (c < extra ? 1 : 0));
+          };
+          for (size_t t = r.begin(); t != r.end(); ++t) {
+            size_t c;
+            while (TakeChunk((*ranges)[t], true, &c)) run(c);
+            for (size_t v = 1; v < tasks; ++v) {
+              ChunkRange& victim = (*ranges)[(t + v) % tasks];
+              while (TakeChunk(victim, false, &c)) run(c);
+            }
           }
-        }
-      },
-      oneapi::tbb::static_partitioner(), context);
+        },
+        oneapi::tbb::static_partitioner(), context);
+  });
 }
 
 }  // namespace detail
