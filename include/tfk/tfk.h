@@ -217,8 +217,10 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N,
 
 /* Y[M,N] = R + act(X[M,K] W + bias); R is [M,N] (ldr) or NULL. Y may be R
  * (in place residual add) but must not overlap X. Allocates nothing once a
- * thread has run a call of this size or larger (per-thread scratch that only
- * grows, docs/design.md). */
+ * thread has run a call of this size or larger with as many threads
+ * (per-thread scratch that only grows, docs/design.md; the thread count
+ * decides how A is packed, so a first call with more threads may allocate
+ * once). */
 TFK_API tfk_status tfk_linear_forward(const tfk_linear* layer, size_t M,
                                       const float* X, size_t ldx, float* Y,
                                       size_t ldy, const float* R, size_t ldr);
