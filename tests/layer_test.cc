@@ -538,13 +538,13 @@ TEST_P(LayerTest, CppWrappers) {
   std::vector<char> ws(blk.workspace_size(8));
   const auto X = Rand(8 * 32, 1.0f, 4);
   std::vector<float> y1(8 * 32), y2(8 * 32);
-  blk.forward(5, X.data(), y1.data(), 32, ws.data(), ws.size(), &cache);
+  blk.forward(5, X.data(), y1.data(), ws.data(), ws.size(), &cache);
   EXPECT_EQ(cache.length(), 5u);
   cache.truncate(0);
-  blk.forward(5, X.data(), y2.data(), 32, ws.data(), ws.size(), &cache);
+  blk.forward(5, X.data(), y2.data(), ws.data(), ws.size(), &cache);
   EXPECT_TRUE(SameBits(y1.data(), y2.data(), 5 * 32));
   try {
-    blk.forward(4, X.data(), y1.data(), 32, ws.data(), ws.size(), &cache);  // 9 > capacity 8
+    blk.forward(4, X.data(), y1.data(), ws.data(), ws.size(), &cache);  // 9 > capacity 8
     FAIL() << "no exception";
   } catch (const tfk::error& e) {
     EXPECT_EQ(e.status(), TFK_INVALID_ARGUMENT);

@@ -477,6 +477,12 @@ TEST_P(MatmulTest, CppLayer) {
   for (size_t i = 0; i < M; ++i) {
     for (size_t j = 0; j < N; ++j) EXPECT_EQ(ys[i * (N + 3) + j], y1[i * N + j] + y2[i * N + j]);
   }
+  // In place with strided Y and ldr left 0: R takes Y's leading dimension
+  // (with N it was refused as an overlap), the same as passing it.
+  std::vector<float> ys2 = ys;
+  layer.forward(M, xs.data(), ys.data(), ys.data(), K + 1, N + 3);
+  layer.forward(M, xs.data(), ys2.data(), ys2.data(), K + 1, N + 3, N + 3);
+  EXPECT_TRUE(SameBits(ys.data(), ys2.data(), ys.size()));
   tfk::linear moved = std::move(layer);
   EXPECT_EQ(moved.N(), N);
   EXPECT_THROW(tfk::linear(0, N, w.data()), tfk::error);

@@ -155,12 +155,13 @@ class linear : public detail::handle<tfk_linear, tfk_linear_destroy> {
   }
 
   // Y[M,N] = R + act(X W + bias); R may be null or equal to Y (leading
-  // dimensions 0: dense).
+  // dimensions 0: dense; ldr 0 with R == Y: Y's).
   void forward(size_t M, const float* X, float* Y, const float* R = nullptr, size_t ldx = 0,
                size_t ldy = 0, size_t ldr = 0) const {
     const Info i = info();
-    check(tfk_linear_forward(h_, M, X, ldx ? ldx : i.k, Y, ldy ? ldy : i.n, R,
-                             ldr ? ldr : i.n));
+    if (ldy == 0) ldy = i.n;
+    if (ldr == 0) ldr = R == Y ? ldy : i.n;
+    check(tfk_linear_forward(h_, M, X, ldx ? ldx : i.k, Y, ldy, R, ldr));
   }
   size_t K() const { return info().k; }
   size_t N() const { return info().n; }
@@ -276,16 +277,22 @@ class ffn : public detail::layer<tfk_ffn, tfk_ffn_workspace_size, tfk_ffn_destro
   size_t d_model_;
 };
 
-// A transformer block; appends to `cache` when one is given.
+// A transformer block; appends to `cache` when one is given. Rows are
+// d_model wide (leading dimension d_model, from the config).
 class block : public detail::layer<tfk_block, tfk_block_workspace_size, tfk_block_destroy> {
  public:
-  explicit block(const tfk_block_config& config) { check(tfk_block_create(&h_, &config)); }
-  // Y[n, d_model] = block(X), dense rows; Y may be X.
-  void forward(size_t n, const float* X, float* Y, size_t d_model, void* workspace,
-               size_t workspace_bytes, kv_cache* cache = nullptr) const {
-    check(tfk_block_forward(h_, n, X, d_model, Y, d_model, cache ? cache->get() : nullptr,
+  explicit block(const tfk_block_config& config) : d_model_(config.attn.d_model) {
+    check(tfk_block_create(&h_, &config));
+  }
+  // Y[n, d_model] = block(X); Y may be X.
+  void forward(size_t n, const float* X, float* Y, void* workspace, size_t workspace_bytes,
+               kv_cache* cache = nullptr) const {
+    check(tfk_block_forward(h_, n, X, d_model_, Y, d_model_, cache ? cache->get() : nullptr,
                             workspace, workspace_bytes));
   }
+
+ private:
+  size_t d_model_;
 };
 
 }  // namespace tfk
