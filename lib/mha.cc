@@ -35,7 +35,8 @@ tfk_status Validate(const char* fn, tfk_mha_config& c) {
   TFK_RETURN_IF_ERROR(CheckSize(fn, "d_model", c.d_model));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n_heads", c.n_heads));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n_kv_heads", c.n_kv_heads));
-  if (c.head_dim == 0) {
+  const bool derived = c.head_dim == 0;
+  if (derived) {
     if (c.d_model % c.n_heads != 0) {
       return Fail(TFK_INVALID_ARGUMENT, fn,
                   "head_dim is 0 and d_model (%zu) is not a multiple of n_heads (%zu)",
@@ -44,7 +45,9 @@ tfk_status Validate(const char* fn, tfk_mha_config& c) {
     c.head_dim = c.d_model / c.n_heads;
   }
   if (c.head_dim > tfk::kMaxHeadDim) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "head_dim (%zu) > %zu", c.head_dim, tfk::kMaxHeadDim);
+    // A head_dim left 0 is named by what it came from.
+    return Fail(TFK_INVALID_ARGUMENT, fn, "head_dim (%zu%s) > %zu", c.head_dim,
+                derived ? " = d_model / n_heads" : "", tfk::kMaxHeadDim);
   }
   if (c.n_heads % c.n_kv_heads != 0) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "n_heads (%zu) is not a multiple of n_kv_heads (%zu)",

@@ -25,6 +25,7 @@ int InitialThreads() {
   if (env == nullptr || env[0] == '\0') return 0;
   char* end = nullptr;
   const long n = strtol(env, &end, 10);
+  while (*end == ' ' || *end == '\t' || *end == '\n') ++end;  // as strtol skips leading ones
   if (*end != '\0' || n < 0 || n > 1 << 20) {
     fprintf(stderr, "tfk: ignoring TFK_NUM_THREADS=%s (want an integer >= 0)\n", env);
     return 0;

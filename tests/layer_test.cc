@@ -429,6 +429,11 @@ TEST_P(LayerTest, Errors) {
   expect(tfk_mha_create(&m, &mc), "rope_dim");
   mc = b.mha.cfg, mc.head_dim = 0, mc.n_heads = 5, mc.n_kv_heads = 5;
   expect(tfk_mha_create(&m, &mc), "head_dim");
+  // Past the largest head: named as given, or by what it came from.
+  mc = b.mha.cfg, mc.d_model = 516, mc.head_dim = 0, mc.n_heads = 2, mc.n_kv_heads = 2;
+  expect(tfk_mha_create(&m, &mc), "head_dim (258 = d_model / n_heads) > 256");
+  mc = b.mha.cfg, mc.head_dim = 258;
+  expect(tfk_mha_create(&m, &mc), "head_dim (258) > 256");
   tfk_ffn* f = nullptr;
   tfk_ffn_config fc = b.ffn.cfg;
   fc.act = TFK_ACT_NONE;
