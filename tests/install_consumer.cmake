@@ -33,6 +33,11 @@ file(GLOB_RECURSE pc_file ${prefix}/*/tfk.pc)
 if(NOT pc_file)
   message(FATAL_ERROR "tfk.pc not installed")
 endif()
+# The prefix is the one install used, as a literal path.
+file(STRINGS ${pc_file} pc_prefix REGEX "^prefix=")
+if(NOT pc_prefix STREQUAL "prefix=${prefix}")
+  message(FATAL_ERROR "tfk.pc has '${pc_prefix}', expected 'prefix=${prefix}'")
+endif()
 get_filename_component(pc_dir ${pc_file} DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} ${pc_dir})
 # A static libtfk brings its dependencies through Requires.private.
