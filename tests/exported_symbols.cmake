@@ -1,5 +1,6 @@
-# Fails unless every dynamic symbol libtfk defines starts with tfk_ and the
-# library's soname is SONAME.
+# Fails unless every dynamic symbol libtfk defines starts with tfk_ and
+# carries the version node NODE (beside the node itself), and the library's
+# soname is SONAME.
 execute_process(COMMAND objdump -p ${LIB} OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR NOT dyn MATCHES "SONAME +([^\n]+)")
   message(FATAL_ERROR "objdump found no soname in ${LIB}")
@@ -18,8 +19,14 @@ foreach(line IN LISTS lines)
     continue()
   endif()
   string(REGEX REPLACE "^[0-9a-fA-F]* +[A-Za-z] +" "" sym "${line}")
+  if(sym STREQUAL NODE)
+    continue()
+  endif()
   if(NOT sym MATCHES "^tfk_")
     message(FATAL_ERROR "libtfk exports a non-API symbol: ${sym}")
+  endif()
+  if(NOT sym MATCHES "@@${NODE}$")
+    message(FATAL_ERROR "${sym} is not in version node ${NODE}")
   endif()
   math(EXPR count "${count} + 1")
 endforeach()
