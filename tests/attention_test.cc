@@ -162,6 +162,20 @@ TEST_P(AttentionTest, ScaleAndLargeScores) {
   }
 }
 
+TEST_P(AttentionTest, HugeValuesStayFiniteWhileKvLenTimesMaxIsBelowFltMax) {
+  // tfk.h: the value sums (up to l max |v|, l <= kv_len) stay finite while
+  // kv_len max |V| < FLT_MAX. All values positive and near that limit, so
+  // the sums come close to it; the result is within the usual bound.
+  for (const Shape& s : {Shape{3, 8, 2, 1, 16, false}, Shape{2, 600, 2, 1, 16, true}}) {
+    Problem pb(s, 0, 0, 7);
+    const float big = FLT_MAX / (1.01f * static_cast<float>(s.kv_len));
+    for (size_t i = 0; i < pb.v.size(); ++i) pb.v[i] = big * (0.75f + 0.25f * pb.v[i]);
+    ASSERT_EQ(pb.Run(), TFK_SUCCESS);
+    ExpectAttention(pb, 1.0f / std::sqrt(static_cast<float>(s.d)), "values near FLT_MAX / kv_len");
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST_P(AttentionTest, InPlaceOutputOverQuery) {
   for (const Shape& s : {Shape{70, 90, 4, 2, 32, true}, Shape{1, 600, 4, 2, 32, false}}) {
     Problem pb(s, 0, 0, 5);

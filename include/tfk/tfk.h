@@ -111,9 +111,12 @@ typedef enum tfk_mask {
 } tfk_mask;
 
 /* y[r, :] = softmax(scale * x[r, :]) over the cols entries of each row,
- * computed stably as exp(scale*x - max) / sum. Entries that are -inf (or
- * masked) give 0; a row with no unmasked finite entry gives zeros; a row
- * with a NaN or a +inf gives NaN. With TFK_MASK_CAUSAL, rows must be a
+ * computed stably as exp(scale*x - max) / sum. Special values are decided
+ * on the scaled entries scale*x: those that are -inf (or masked) give 0; a
+ * row with no unmasked finite one gives zeros (also when every finite x
+ * overflows to -inf once scaled); a row with a NaN or a +inf gives NaN (so
+ * with scale < 0 an x of -inf makes the row NaN and one of +inf gives 0;
+ * scale = 0 makes an infinite x NaN). With TFK_MASK_CAUSAL, rows must be a
  * multiple of q_len and masked entries of y are written as 0; q_len is
  * ignored for TFK_MASK_NONE. scale must be finite. In place allowed. */
 TFK_API tfk_status tfk_softmax(size_t rows, size_t cols, const float* x,
@@ -251,8 +254,10 @@ TFK_API void tfk_linear_destroy(tfk_linear* layer);
  * reaches a query, but its value row may: where more than 16 queries share a
  * KV head (n_heads/n_kv_heads x q_len), a non-finite value at a key that a
  * query does not see, next to keys it does, can make that query's row NaN
- * (weight 0 times inf). O may be Q (same ldq) but must not overlap K or V.
- * Error: docs/numerics.md. */
+ * (weight 0 times inf). The value sums are formed before the division by
+ * the softmax total, as in flash attention: they stay finite while kv_len x
+ * max |V| is below FLT_MAX, and may overflow to inf beyond. O may be Q
+ * (same ldq) but must not overlap K or V. Error: docs/numerics.md. */
 TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t n_heads,
                                  size_t n_kv_heads, size_t head_dim,
                                  const float* Q, size_t ldq, const float* K,
@@ -265,7 +270,9 @@ TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t n_heads,
 typedef enum tfk_dtype {
   TFK_DTYPE_F32 = 0,
   /* bfloat16, rounded to nearest even on append: half the bytes to read per
-   * decoding step, 8 significant bits (relative error <= 2^-9 per value). */
+   * decoding step, 8 significant bits (relative error <= 2^-9 per value;
+   * finite values of magnitude >= ~3.3962e38, past bfloat16's largest,
+   * become inf). */
   TFK_DTYPE_BF16 = 1
 } tfk_dtype;
 
@@ -364,7 +371,10 @@ TFK_API tfk_status tfk_mha_workspace_size(const tfk_mha* mha, size_t n,
  * any error (tfk_block_forward's too) the cache keeps its length from
  * before the call, so the same tokens can be run again; after
  * TFK_OUT_OF_MEMORY an in-place call (Y == X or Y == R) may have overwritten
- * its input with partial results. */
+ * its input with partial results. Non-finite values follow tfk_attention:
+ * with causal attention over more than 16 queries per KV head at once, a
+ * NaN or inf value of a later token can reach earlier tokens' rows, which
+ * a token-by-token run with a cache keeps finite. */
 TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n,
                                    const float* X, size_t ldx, float* Y,
                                    size_t ldy, const float* R, size_t ldr,
