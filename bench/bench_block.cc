@@ -56,7 +56,8 @@ void Register(size_t d, size_t heads, bool decode) {
                            std::to_string(d) + "_H" + std::to_string(heads) +
                            (decode ? "_KV" : "_L") + std::to_string(kTokens);
   const size_t n = decode ? 1 : kTokens;
-  const double weight_bytes = 12.0 * d * d * 4;
+  // Decoding reads the weights and the cache's K and V (kTokens x d each).
+  const double read_bytes = 12.0 * d * d * 4 + 2.0 * kTokens * d * 4;
   const double flops = n * (24.0 * d * d + (decode ? 4.0 * kTokens * d : 2.0 * kTokens * d));
   RegisterPerIsaState(name, benchmark::kMillisecond, [=](benchmark::State& state) {
     BlockHandle& b = GetBlock(d, heads);
@@ -81,7 +82,7 @@ void Register(size_t d, size_t heads, bool decode) {
     state.counters["tokens_per_second"] =
         benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
     SetGflops(state, flops);
-    if (decode) state.SetBytesProcessed(static_cast<int64_t>(weight_bytes * state.iterations()));
+    if (decode) state.SetBytesProcessed(static_cast<int64_t>(read_bytes * state.iterations()));
   });
 }
 

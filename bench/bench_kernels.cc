@@ -50,7 +50,7 @@ void RegisterRope(tfk_rope_pairing pairing, size_t tokens, size_t heads, size_t 
                    auto x = std::make_shared<Floats>(tokens * heads * d, -1.0f, 1.0f);
                    tfk::rope_config c{d, d, pairing, 10000.0};
                    return Runner([=] {
-                     tfk::rope(c, tokens, heads, x->data(), 4096);  // in place
+                     tfk::rope(c, tokens, heads, x->data());  // in place, positions 0 ..
                      benchmark::DoNotOptimize(x->data());
                    });
                  });

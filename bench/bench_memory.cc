@@ -242,18 +242,29 @@ void RegisterTriad(size_t n) {
   });
 }
 
+// One bandwidth benchmark per size of bytes moved that a kernel benchmark
+// is read against (bench/report.py takes the nearest within 1.5x, none
+// beyond). Copy n floats moves 8n bytes, read n floats 4n.
 const bool kRegistered = [] {
-  RegisterCopy(size_t{64} << 20);   // 256 MiB (the softmax [32*2048, 2048] moves 1 GiB)
-  RegisterCopy(size_t{16} << 20);   // 64 MiB: activations 16M, LayerNorm [2048,4096] is 8M
-  RegisterCopy(size_t{8} << 20);
-  RegisterCopy(size_t{512} << 10);  // LayerNorm [512, 1024]: 4 MiB moved, from L3
-  RegisterCopy(size_t{256} << 10);  // L2-resident
-  RegisterRmw(size_t{2} << 20);     // RoPE [512, 32, 128] in place
-  // Reads of the weight sizes of decoding matmuls (4, 16, 64, 256 MiB).
+  RegisterCopy(size_t{128} << 20);  // 1 GiB: softmax [32*2048, 2048]
+  RegisterCopy(size_t{64} << 20);   // 512 MiB: softmax [2048, 32000]
+  RegisterCopy(size_t{16} << 20);   // 128 MiB: activations 16M
+  RegisterCopy(size_t{8} << 20);    // 64 MiB: LayerNorm, RMSNorm [2048, 4096]
+  RegisterCopy(size_t{4} << 20);    // 32 MiB: softmax [16*512, 512]
+  RegisterCopy(size_t{512} << 10);  // 4 MiB: LayerNorm [512, 1024], from L3
+  RegisterCopy(size_t{256} << 10);  // 2 MiB: activations 256K, L2-resident
+  RegisterCopy(size_t{128} << 10);  // 1 MiB: softmax [64, 2048]
+  RegisterRmw(size_t{2} << 20);     // 16 MiB: RoPE [512, 32, 128] in place
+  // Reads: the weights of decoding matmuls (4, 16, 64, 256 MiB) and blocks
+  // (48 and 768 MiB beside their KV caches), the KV caches of decoding
+  // attention (bf16: 32 and 128 MiB; fp32: 64 and 256 MiB).
   RegisterRead(size_t{1} << 20);
   RegisterRead(size_t{4} << 20);
+  RegisterRead(size_t{8} << 20);
   RegisterRead(size_t{16} << 20);
+  RegisterRead(size_t{32} << 20);
   RegisterRead(size_t{64} << 20);
+  RegisterRead(size_t{192} << 20);
   RegisterTriad(size_t{64} << 20);
   return true;
 }();

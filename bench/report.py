@@ -8,7 +8,9 @@ of the repetitions, min-max beside it, a warning sign where the spread
 (max - min) / median exceeds 10 %), the dispatched ISA's share of the machine limit
 measured in the same run (FMA peak of that ISA for matmul; copy bandwidth of
 the same bytes for memory-bound kernels, a read-modify-write pass for
-in-place ones, read bandwidth for decoding matmuls), and the ratio to the
+in-place ones, read bandwidth for decoding matmuls, attention and blocks;
+the bandwidth benchmark of the nearest size, none if it is more than 1.5x
+away; "above it" where the kernel beat it), and the ratio to the
 best peer (oneDNN, OpenBLAS) run in the same binary. The dispatched ISA is
 the one tfk runs by default, the best the CPU supports (not the fastest of the
 ISAs in that run, which where they tie would pick the luckiest of their
@@ -55,6 +57,7 @@ class Result:
         self.values = []
         self.gbps = []  # GB/s as well, when a GFLOP/s benchmark also counts bytes
         self.bytes = None
+        self.label = ""  # Google Benchmark's label (the memory benchmarks' way)
 
     @property
     def median(self):
@@ -95,6 +98,7 @@ def load(path):
         first = entries[0]
         unit = "GFLOP/s" if "GFLOPS" in first else "GB/s"
         r = Result(unit)
+        r.label = first.get("label", "")
         for e in entries:
             if unit == "GFLOP/s":
                 r.values.append(e["GFLOPS"] / 1e9 if e["GFLOPS"] > 1e6 else e["GFLOPS"])
@@ -151,15 +155,26 @@ def shape_key(shape):
     return (re.sub(r"\d+", "", shape), [int(x) for x in re.findall(r"\d+", shape)])
 
 
+# A limit measured on more than this many times the bytes, or fewer than
+# 1 / this, is not the same size: no share is given.
+MAX_SIZE_RATIO = 1.5
+
+
 def closest_memory(memory, kind, nbytes, threads):
-    """The `kind` bandwidth benchmark whose bytes moved are closest (log scale)."""
+    """The `kind` bandwidth benchmark whose bytes moved are closest (log scale),
+    or None if none is within MAX_SIZE_RATIO. Sizes equally far (within the
+    rounding of bytes_per_second x time) go to the larger one, whatever the
+    noise."""
     best = None
     for (n, t), r in memory.get(kind, {}).items():
         if t != threads or r.bytes is None:
             continue
         d = abs(math.log(max(r.bytes, 1) / max(nbytes, 1)))
-        if best is None or d < best[0]:
-            best = (d, r)
+        if d > math.log(MAX_SIZE_RATIO):
+            continue
+        key = (round(d, 3), -r.bytes)
+        if best is None or key < best[0]:
+            best = (key, r)
     return best[1] if best else None
 
 
@@ -218,6 +233,8 @@ def kernel_table(kernel, rows, peer_rows, peak, memory, tfk=None):
         best = by_isa[best_isa]
         lim = limit_for(kernel, shape, t, best_isa, best, peak, memory, tfk)
         share = f"{100 * lim[0]:.0f} % of {lim[1]} ({best_isa})" if lim else ""
+        if lim and lim[0] > 1:
+            share += ", above it"
         peers = peer_rows.get((shape, t), {})
         if peers:
             pname = max(peers, key=lambda p: peers[p].median)
@@ -306,7 +323,8 @@ def limits_section(peak, tiles, memory):
     for kind in sorted(memory):
         for (n, t), r in sorted(memory[kind].items()):
             size = f"{(r.bytes or 0) / 2**20:.0f} MiB moved" if r.bytes else f"{n} floats"
-            lines.append(f"| {kind} ({size}) | {t} | {fmt(r)} GB/s |")
+            way = f", {r.label}" if r.label else ""
+            lines.append(f"| {kind} ({size}{way}) | {t} | {fmt(r)} GB/s |")
     return lines
 
 

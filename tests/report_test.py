@@ -104,7 +104,7 @@ class ReportTest(unittest.TestCase):
                        "bytes_per_second", 1e9)
         read = medians(self.data, "memory/read/1048576/threads:1/real_time", "bytes_per_second", 1e9)
         row = self.row(text, "attention", ["decode_f32_L2048_H32x32_D128", "1"])
-        self.assertIn(f"| {100 * gbps / read:.0f} % of read bandwidth ({gbps:.3g} GB/s) (AVX2) |",
+        self.assertIn(f"| {100 * gbps / read:.0f} % of read bandwidth ({gbps:.3g} GB/s) (AVX2)",
                       row)
 
     def test_register_tile_beside_the_peak(self):
@@ -141,6 +141,53 @@ class ReportTest(unittest.TestCase):
         text = self.run_report(data)
         self.assertIn("⚠", self.row(text, "softmax", ["64x2048", "1"]).split("|")[3])
         self.assertIn("`softmax/64x2048/AVX2/threads:1`", text.split("## Spread", 1)[1])
+
+    def test_memory_limit_of_the_same_size(self):
+        """The limit is the bandwidth benchmark of the nearest size; equally far
+        sizes go to the larger whatever the rounding of bytes, and none more
+        than 1.5x away is taken."""
+        def res(nbytes, gbps, label=""):
+            r = report.Result("GB/s")
+            r.values, r.bytes, r.label = [gbps], nbytes, label
+            return r
+        mib = 2**20
+        for noise in (1 - 1e-9, 1.0, 1 + 1e-9):
+            memory = {"read": {(25, 1): res(100 * mib * noise, 30.0),
+                               (36, 1): res(144 * mib / noise, 15.0),
+                               (30, 2): res(120 * mib, 40.0)}}
+            self.assertEqual(report.closest_memory(memory, "read", 120 * mib, 1).median, 15.0)
+        self.assertEqual(report.closest_memory(memory, "read", 110 * mib, 1).median, 30.0)
+        self.assertIsNone(report.closest_memory(memory, "read", 250 * mib, 1))
+        self.assertIsNone(report.closest_memory(memory, "read", 60 * mib, 1))
+        self.assertIsNone(report.closest_memory(memory, "copy", 64 * mib, 1))
+
+    def test_share_above_the_limit_and_the_limits_way(self):
+        """softmax [64, 2048] moves 1 MiB: read against a copy of 1 MiB (made
+        from the sample's 2 MiB copies), not the 2 MiB one; a kernel faster
+        than its limit says so; the limits table names the way each
+        bandwidth benchmark ran (its label)."""
+        text = self.run_report(self.data)
+        self.assertNotIn("% of copy", self.row(text, "softmax", ["64x2048", "1"]))
+        sm = medians(self.data, "softmax/64x2048/AVX2/threads:1/real_time", "bytes_per_second", 1e9)
+        for factor, above in ((0.5, False), (2.0, True)):
+            data = copy.deepcopy(self.data)
+            extra = []
+            for b in data["benchmarks"]:
+                if b["run_name"] == "memory/copy/262144/threads:1/real_time":
+                    bps = sm * 1e9 / factor  # 1 MiB in the time this rate takes
+                    secs = 2**20 / bps / report.TIME_UNITS[b.get("time_unit", "ns")]
+                    c = dict(b, run_name="memory/copy/131072/threads:1/real_time",
+                             real_time=secs, label="streaming stores", bytes_per_second=bps)
+                    c["name"] = c["run_name"]
+                    extra.append(c)
+            self.assertTrue(extra)
+            data["benchmarks"] += extra
+            text = self.run_report(data)
+            self.assertIn("| copy (1 MiB moved, streaming stores) | 1 |",
+                          text.split("## Machine limits", 1)[1])
+            share = self.row(text, "softmax", ["64x2048", "1"]).split("|")[-4]
+            self.assertIn(f"{100 * factor:.0f} % of copy bandwidth", share)
+            self.assertEqual("above it" in share, above, share)
 
     def test_empty_input_is_an_error(self):
         path = os.path.join(self.tmp.name, "empty.json")
