@@ -3,7 +3,8 @@
 //   prefill: 512 tokens, causal; counters tokens/s and GFLOPS (projections
 //            24 d^2 per token plus causal attention 2 n d per token);
 //   decode:  one token against a cache of 512 (fp32); counters tokens/s and
-//            bytes/s of weights read (12 d^2 floats per step: the bound).
+//            bytes/s read (12 d^2 floats of weights and 2 x 512 x d of the
+//            cache's K and V per step: the bound).
 // Labels: block/prefill_D4096_H32_L512/AVX2/threads:1,
 //         block/decode_D4096_H32_KV512/AVX2/threads:1.
 #include <cmath>

@@ -1,6 +1,6 @@
 // tfk's row kernels on every supported ISA, 1 and all threads: DRAM-sized
-// inputs and L2-resident ones (softmax [64, 2048], 256K-float activations,
-// LayerNorm [512, 1024]).
+// inputs and L2-resident ones (softmax [64, 2048], 256K-float activations
+// and adds, LayerNorm [512, 1024]).
 #include "bench_util.h"
 
 namespace tfk_bench {
@@ -23,6 +23,18 @@ void RegisterActivation(const char* name, tfk_activation act, size_t n) {
     auto x = std::make_shared<Floats>(n), y = std::make_shared<Floats>(n);
     return Runner([=] {
       tfk::activate(act, 1, n, x->data(), y->data());
+      benchmark::DoNotOptimize(y->data());
+    });
+  });
+}
+
+// y = a + b (the residual add): two reads and a write, like the triad.
+void RegisterAdd(size_t n) {
+  RegisterPerIsa("add/" + std::to_string(n), 3.0 * n * 4, [=] {
+    auto a = std::make_shared<Floats>(n), b = std::make_shared<Floats>(n);
+    auto y = std::make_shared<Floats>(n);
+    return Runner([=] {
+      tfk::add(1, n, a->data(), b->data(), y->data());
       benchmark::DoNotOptimize(y->data());
     });
   });
@@ -66,6 +78,7 @@ const bool kRegistered = [] {
     RegisterActivation("gelu_erf", TFK_ACT_GELU_ERF, n);
     RegisterActivation("gelu_tanh", TFK_ACT_GELU_TANH, n);
     RegisterActivation("silu", TFK_ACT_SILU, n);
+    RegisterAdd(n);
   }
   RegisterNorm("layernorm", true, 2048, 4096);
   RegisterNorm("layernorm", true, 512, 1024);  // L2-resident

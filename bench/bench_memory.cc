@@ -255,8 +255,9 @@ const bool kRegistered = [] {
   RegisterCopy(size_t{256} << 10);  // 2 MiB: activations 256K, L2-resident
   RegisterCopy(size_t{128} << 10);  // 1 MiB: softmax [64, 2048]
   RegisterRmw(size_t{2} << 20);     // 16 MiB: RoPE [512, 32, 128] in place
-  // Reads: the weights of decoding matmuls (4, 16, 64, 256 MiB) and blocks
-  // (48 and 768 MiB beside their KV caches), the KV caches of decoding
+  // Reads: the weights of decoding matmuls (4, 16, 64, 256 MiB), the steps
+  // of decoding blocks (weights and KV cache: 52 and 784 MiB, read against
+  // 64 and 768 MiB), the KV caches of decoding
   // attention (bf16: 32 and 128 MiB; fp32: 64 and 256 MiB).
   RegisterRead(size_t{1} << 20);
   RegisterRead(size_t{4} << 20);
@@ -266,6 +267,8 @@ const bool kRegistered = [] {
   RegisterRead(size_t{64} << 20);
   RegisterRead(size_t{192} << 20);
   RegisterTriad(size_t{64} << 20);
+  RegisterTriad(size_t{16} << 20);   // 192 MiB: tfk_add of 16M floats
+  RegisterTriad(size_t{256} << 10);  // 3 MiB: tfk_add of 256K floats, from L2 / L3
   return true;
 }();
 

@@ -8,7 +8,7 @@ of the repetitions, min-max beside it, a warning sign where the spread
 (max - min) / median exceeds 10 %), the dispatched ISA's share of the machine limit
 measured in the same run (FMA peak of that ISA for matmul; copy bandwidth of
 the same bytes for memory-bound kernels, a read-modify-write pass for
-in-place ones, read bandwidth for decoding matmuls, attention and blocks;
+in-place ones, the triad for the add (two reads and a write), read bandwidth for decoding matmuls, attention and blocks;
 the bandwidth benchmark of the nearest size, none if it is more than 1.5x
 away; "above it" where the kernel beat it), and the ratio to the
 best peer (oneDNN, OpenBLAS) run in the same binary. The dispatched ISA is
@@ -43,7 +43,8 @@ PATTERNS = [
 
 PEER_NAMES = {"openblas": "OpenBLAS", "onednn_packed": "oneDNN", "onednn": "oneDNN"}
 IN_PLACE = {"rope_half", "rope_interleaved"}
-KERNEL_ORDER = ["matmul", "matmul_unpacked", "attention", "block", "softmax", "relu", "gelu_erf", "gelu_tanh", "silu", "layernorm", "rmsnorm",
+TWO_INPUTS = {"add"}  # two reads and a write: read against the triad
+KERNEL_ORDER = ["matmul", "matmul_unpacked", "attention", "block", "softmax", "relu", "gelu_erf", "gelu_tanh", "silu", "add", "layernorm", "rmsnorm",
                 "rope_half", "rope_interleaved"]
 ISA_ORDER = ["AVX10_2", "AVX3_SPR", "AVX3_ZEN4", "AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3"]
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -208,11 +209,11 @@ def limit_for(kernel, shape, threads, isa, r, peak, memory, tfk=None):
         return (r.median / p.median, f"{isa} FMA peak") if p else None
     if r.unit != "GB/s" or r.bytes is None:
         return None
-    kind = "rmw" if kernel in IN_PLACE else "copy"
+    kind = "rmw" if kernel in IN_PLACE else "triad" if kernel in TWO_INPUTS else "copy"
     lim = closest_memory(memory, kind, r.bytes, threads)
     if lim is None:
         return None
-    return r.median / lim.median, ("read-modify-write" if kind == "rmw" else "copy") + " bandwidth"
+    return r.median / lim.median, {"rmw": "read-modify-write"}.get(kind, kind) + " bandwidth"
 
 
 def fmt(r):

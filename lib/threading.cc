@@ -1,5 +1,7 @@
 #include "lib/threading.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +27,10 @@ int InitialThreads() {
   if (env == nullptr || env[0] == '\0') return 0;
   char* end = nullptr;
   const long n = strtol(env, &end, 10);
-  while (*end == ' ' || *end == '\t' || *end == '\n') ++end;  // as strtol skips leading ones
-  if (*end != '\0' || n < 0 || n > 1 << 20) {
-    fprintf(stderr, "tfk: ignoring TFK_NUM_THREADS=%s (want an integer >= 0)\n", env);
+  while (isspace(static_cast<unsigned char>(*end))) ++end;  // as strtol skips leading ones
+  if (*end != '\0' || n < 0 || n > INT_MAX) {
+    fprintf(stderr, "tfk: ignoring TFK_NUM_THREADS=%s (want an integer from 0 to %d)\n", env,
+            INT_MAX);
     return 0;
   }
   return static_cast<int>(n);

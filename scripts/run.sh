@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds tfk in Release, runs
-# tfk-info (ISAs of this CPU and a quick throughput table of every kernel per
+# tfk-info (ISAs of this CPU and a quick throughput table of the kernels per
 # ISA), then the short benchmark run against the peers and the machine's
 # limits, whose report it prints (out/bench/benchmarks.md, plots beside it).
 set -euo pipefail

@@ -13,7 +13,7 @@ isas = isas.group(1).split()
 names = subprocess.run([bench, "--benchmark_list_tests"], capture_output=True, text=True,
                        check=True).stdout.split()
 kernels = ["softmax", "relu", "gelu_erf", "gelu_tanh", "layernorm", "rmsnorm", "rope_half",
-           "rope_interleaved", "matmul/tfk_linear", "matmul_unpacked", "attention", "block", "silu"]
+           "rope_interleaved", "matmul/tfk_linear", "matmul_unpacked", "attention", "block", "silu", "add"]
 threads = {"1", str(os.cpu_count())} if os.cpu_count() > 1 else {"1"}
 missing = []
 for kernel in kernels + ["peak/fma", "peak/tile"]:
@@ -24,7 +24,7 @@ for kernel in kernels + ["peak/fma", "peak/tile"]:
             pattern = re.compile(rf"^{kernel}/(.*/)?{isa}{tile}/threads:{t}(/real_time)?$")
             if not any(pattern.match(n) for n in names):
                 missing.append(f"{kernel} on {isa} at {t} threads")
-for limit in ["memory/copy", "memory/read", "memory/rmw"]:
+for limit in ["memory/copy", "memory/read", "memory/rmw", "memory/triad"]:
     if not any(n.startswith(limit) for n in names):
         missing.append(limit)
 if missing:

@@ -189,6 +189,30 @@ class ReportTest(unittest.TestCase):
             self.assertIn(f"{100 * factor:.0f} % of copy bandwidth", share)
             self.assertEqual("above it" in share, above, share)
 
+    def test_add_is_read_against_the_triad(self):
+        """The add (two reads and a write) is read against the triad of the
+        same bytes, never against a copy: made here from the sample's
+        softmax [64, 2048] (1 MiB) and its 2 MiB copies renamed."""
+        data = copy.deepcopy(self.data)
+        extra = []
+        for b in data["benchmarks"]:
+            for old, new in (("softmax/64x2048/", "add/87381/"),
+                             ("memory/copy/262144/", "memory/triad/87381/")):
+                if b["run_name"].startswith(old):
+                    c = dict(b, run_name=b["run_name"].replace(old, new))
+                    c["name"] = c["run_name"]
+                    if new.startswith("memory"):  # 1 MiB in the time of 1.25 MiB
+                        c["real_time"] = b["real_time"] * 0.625
+                        c["bytes_per_second"] = b["bytes_per_second"] * 0.8
+                    extra.append(c)
+        data["benchmarks"] += extra
+        text = self.run_report(data)
+        add = medians(data, "add/87381/AVX2/threads:1/real_time", "bytes_per_second", 1e9)
+        triad = medians(data, "memory/triad/87381/threads:1/real_time", "bytes_per_second", 1e9)
+        share = self.row(text, "add", ["87381", "1"]).split("|")[-4]
+        self.assertIn(f"{100 * add / triad:.0f} % of triad bandwidth", share)
+        self.assertIn("| triad (", text.split("## Machine limits", 1)[1])
+
     def test_empty_input_is_an_error(self):
         path = os.path.join(self.tmp.name, "empty.json")
         with open(path, "w") as f:

@@ -1,8 +1,11 @@
 // tfk-info: what tfk does on this CPU. Prints the compiled, supported and
 // active ISAs, the thread count, and a short throughput table (GB/s of bytes
-// read + written, best of several runs; GFLOP/s for the linear layer) of
-// every kernel on every supported ISA up to the active one (TFK_MAX_ISA caps
-// it) at 1 and all threads. For careful figures use tfk_bench. `tfk-info --isas` prints the ISA lines only.
+// read + written, best of several runs; GFLOP/s for the linear layer and
+// attention prefill) of the kernels (row kernels, packed matmul at prefill
+// and decoding shapes, causal attention, KV-cache decoding) on every
+// supported ISA up to the active one (TFK_MAX_ISA caps it) at 1 and all
+// threads. For careful figures use tfk_bench. `tfk-info --isas` prints the
+// ISA lines only.
 #include <tfk/tfk.hpp>
 
 #include <algorithm>
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
       {"relu", "2M", rw, [&] { tfk::activate(TFK_ACT_RELU, 1, n, x.data(), y.data()); }},
       {"gelu erf", "2M", rw, [&] { tfk::activate(TFK_ACT_GELU_ERF, 1, n, x.data(), y.data()); }},
       {"gelu tanh", "2M", rw, [&] { tfk::activate(TFK_ACT_GELU_TANH, 1, n, x.data(), y.data()); }},
+      {"silu", "2M", rw, [&] { tfk::activate(TFK_ACT_SILU, 1, n, x.data(), y.data()); }},
       {"add", "2M", 3.0 * n * 4, [&] { tfk::add(1, n, x.data(), x.data(), y.data()); }},
       {"layernorm", "1024x2048", rw,
        [&] { tfk::layernorm(rows, cols, x.data(), g.data(), b.data(), 1e-5f, y.data()); }},

@@ -59,9 +59,10 @@ typedef enum tfk_status {
 /* Static string for a status, e.g. "invalid argument". */
 TFK_API const char* tfk_status_string(tfk_status status);
 
-/* Message of the last failed call on the calling thread, naming the argument
- * ("tfk_softmax: leading dimension of x (3) < cols (4)"); "" if no call on this thread has
- * failed. Valid until the next tfk call on this thread. */
+/* Message of the last call on the calling thread that returned a tfk_status,
+ * naming the argument if it failed ("tfk_softmax: leading dimension of x (3)
+ * < cols (4)"); "" after a success or before any such call. Getters leave it
+ * as it is. Valid until the next tfk call on this thread. */
 TFK_API const char* tfk_last_error(void);
 
 /* "MAJOR.MINOR.PATCH" of the library that is linked. */
