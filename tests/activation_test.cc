@@ -86,7 +86,9 @@ TEST_P(ActivationTest, AwkwardSizesMisalignedStrided) {
   for (tfk_activation act : kActs) {
     for (size_t cols : AwkwardSizes()) {
       for (size_t misalign : {0, 1, 2}) {
-        const size_t rows = 3, ldx = cols + misalign, ldy = cols + 1;
+        // x dense and y strided, x strided and y dense, both strided (the
+        // kernel takes its flat path only when both are dense).
+        const size_t rows = 3, ldx = cols + misalign, ldy = cols + (misalign == 1 ? 0 : 1);
         Buffer x(rows * ldx, misalign), y(rows * ldy, 3 - misalign);
         FillUniform(x.data(), rows * ldx, -8.0f, 8.0f, static_cast<uint32_t>(cols + misalign));
         ASSERT_EQ(tfk_activate(act, rows, cols, x.data(), ldx, y.data(), ldy), TFK_SUCCESS);

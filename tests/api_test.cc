@@ -10,6 +10,7 @@
 #include <tfk/tfk.hpp>
 
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -94,6 +95,17 @@ TEST(Errors, ActivationAndAdd) {
   ExpectError(TFK_INVALID_ARGUMENT, "cols is 0", [](const float* x, float* y) {
     return tfk_add(2, 0, x, 4, x, 4, y, 4);
   });
+  // Partial overlap of x and y (one buffer, y = x + 1): refused, as for
+  // every kernel; nothing written.
+  ExpectError(TFK_INVALID_ARGUMENT, "y overlaps x", [](const float*, float* y) {
+    return tfk_activate(TFK_ACT_RELU, 2, 4, y, 4, y + 1, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "y overlaps x", [](const float*, float* y) {
+    return tfk_activate(TFK_ACT_SILU, 2, 4, y, 8, y, 4);  // same pointer, other stride
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "y overlaps a", [](const float* x, float* y) {
+    return tfk_add(2, 4, y + 3, 4, x, 4, y, 4);
+  });
 }
 
 TEST(Errors, Norms) {
@@ -105,6 +117,15 @@ TEST(Errors, Norms) {
   });
   ExpectError(TFK_INVALID_ARGUMENT, "gamma overlaps y", [](const float* x, float* y) {
     return tfk_layernorm(1, 4, x, 4, y + 1, nullptr, 1e-5f, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "beta overlaps y", [](const float* x, float* y) {
+    return tfk_layernorm(2, 4, x, 4, nullptr, y + 7, 1e-5f, y, 4);  // y's last element
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "gamma overlaps y", [](const float* x, float* y) {
+    return tfk_rmsnorm(1, 4, x, 4, y + 3, 1e-5f, y, 4);
+  });
+  ExpectError(TFK_INVALID_ARGUMENT, "y overlaps x", [](const float*, float* y) {
+    return tfk_rmsnorm(2, 4, y, 4, nullptr, 1e-5f, y + 4, 4);
   });
   ExpectError(TFK_INVALID_ARGUMENT, "rows is 0", [](const float* x, float* y) {
     return tfk_rmsnorm(0, 4, x, 4, nullptr, 1e-5f, y, 4);
@@ -126,6 +147,20 @@ TEST(Errors, Rope) {
   ExpectError(TFK_INVALID_ARGUMENT, "rotary_dim (7) is odd", rope(1, 1, 8, 7, 1, 1e4, 8));
   ExpectError(TFK_INVALID_ARGUMENT, "rotary_dim (10) > head_dim (8)", rope(1, 1, 8, 10, 1, 1e4, 8));
   ExpectError(TFK_INVALID_ARGUMENT, "rotary_dim is 0", rope(1, 1, 8, 0, 1, 1e4, 8));
+  // The per-token angle tables hold 1024 dims (tfk.h); 1024 itself is fine.
+  ExpectError(TFK_INVALID_ARGUMENT, "rotary_dim (1026) > 1024", [](const float*, float*) {
+    std::vector<float> x(1026, 1.0f);
+    const tfk_status s = tfk_rope(1, 1, 1026, 1026, TFK_ROPE_HALF, 1e4, x.data(), 1026, 5, nullptr);
+    for (float v : x) EXPECT_EQ(v, 1.0f);
+    return s;
+  });
+  {
+    std::vector<float> x(1024 + 2, 1.0f);
+    EXPECT_EQ(tfk_rope(1, 1, 1026, 1024, TFK_ROPE_HALF, 1e4, x.data(), 1026, 5, nullptr),
+              TFK_SUCCESS);
+    EXPECT_NE(x[1], 1.0f);
+    EXPECT_EQ(x[1024], 1.0f);  // beyond rotary_dim: untouched
+  }
   ExpectError(TFK_INVALID_ARGUMENT, "pairing", rope(1, 1, 8, 8, 5, 1e4, 8));
   ExpectError(TFK_INVALID_ARGUMENT, "base", rope(1, 1, 8, 8, 0, 1.0, 8));
   ExpectError(TFK_INVALID_ARGUMENT, "base", rope(1, 1, 8, 8, 0, NAN, 8));
@@ -201,7 +236,17 @@ TEST(Isa, ListsCapsAndRefusals) {
     EXPECT_EQ(tfk::active_isa(), next);
     tfk::set_max_isa("best");
   }
-  // Lower-case and the AVX512 alias.
+  // Names in any case, and the AVX512 alias.
+  for (const std::string& isa : supported) {
+    std::string lower = isa, mixed = isa;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    mixed[0] = lower[0];
+    for (const std::string& name : {lower, mixed}) {
+      EXPECT_EQ(tfk_set_max_isa(name.c_str()), TFK_SUCCESS) << name;
+      EXPECT_EQ(tfk::active_isa(), isa) << name;
+      EXPECT_TRUE(tfk_isa_supported(name.c_str())) << name;
+    }
+  }
   if (tfk_isa_supported("AVX3")) {
     EXPECT_EQ(tfk_set_max_isa("avx512"), TFK_SUCCESS);
     EXPECT_EQ(tfk::active_isa(), "AVX3");
@@ -241,14 +286,19 @@ TEST(Isa, LeavesTheHostsHighwayChoiceAlone) {
   host.Update(hwy::SupportedTargets());
 }
 
-// Run by ctest with TFK_MAX_ISA and TFK_NUM_THREADS set (tests/CMakeLists.txt);
-// TFK_TEST_THREADS, where set, is the count expected instead of
-// TFK_NUM_THREADS's value ("arena": the value is refused, so the arena's).
+// Run by ctest with TFK_MAX_ISA and TFK_NUM_THREADS set (tests/CMakeLists.txt).
+// TFK_TEST_ISA and TFK_TEST_THREADS, where set, are the values expected
+// instead of the variables' own, for values that are refused (reported on
+// stderr and ignored): "best" (the best supported ISA), "arena" (the arena's
+// concurrency).
 TEST(Environment, CapAndThreadsFromEnvironment) {
   const char* isa = std::getenv("TFK_MAX_ISA");
   const char* threads = std::getenv("TFK_NUM_THREADS");
   if (isa == nullptr || threads == nullptr) GTEST_SKIP() << "run by ctest with the variables set";
-  EXPECT_EQ(tfk::active_isa(), isa);
+  const char* expect_isa = std::getenv("TFK_TEST_ISA");
+  if (expect_isa == nullptr) expect_isa = isa;
+  EXPECT_EQ(tfk::active_isa(),
+            std::string(expect_isa) == "best" ? tfk::supported_isas().front() : expect_isa);
   const char* expect = std::getenv("TFK_TEST_THREADS");
   if (expect == nullptr) expect = threads;
   EXPECT_EQ(tfk::num_threads(), std::string(expect) == "arena"

@@ -301,10 +301,11 @@ TEST_P(AttentionTest, SameBitsForAnyThreadCount) {
 TEST_P(AttentionTest, Errors) {
   const Shape s{4, 6, 4, 2, 8, false};
   Problem pb(s, 0, 0, 1);
-  // Nothing is written: not O, nor Q or K where a bad O points into them.
+  // Nothing is written: not O, nor Q, K or V where a bad O points into them.
   const std::vector<float> before(pb.o.data(), pb.o.data() + pb.o.size());
   const std::vector<float> q_before(pb.q.data(), pb.q.data() + pb.q.size());
   const std::vector<float> k_before(pb.k.data(), pb.k.data() + pb.k.size());
+  const std::vector<float> v_before(pb.v.data(), pb.v.data() + pb.v.size());
   const auto run = [&](size_t q_len, size_t kv_len, size_t nh, size_t nkv, size_t d,
                        const float* Q, size_t ldq, const float* K, size_t ldk, const float* V,
                        size_t ldv, float* O, size_t ldo, float scale, int mask) {
@@ -331,11 +332,14 @@ TEST_P(AttentionTest, Errors) {
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 31, 0, 0), "O");
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, k, 32, 0, 0), "O overlaps K");
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, q + 1, 32, 0, 0), "O overlaps Q");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, v + 8, 32, 0, 0), "O overlaps V");
+  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 15, o, 32, 0, 0), "V");
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, NAN, 0), "scale");
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, 0, 7), "mask");
   EXPECT_TRUE(SameBits(before.data(), pb.o.data(), before.size()));
   EXPECT_TRUE(SameBits(q_before.data(), pb.q.data(), q_before.size()));
   EXPECT_TRUE(SameBits(k_before.data(), pb.k.data(), k_before.size()));
+  EXPECT_TRUE(SameBits(v_before.data(), pb.v.data(), v_before.size()));
 }
 
 // ---- KV cache ---------------------------------------------------------------
@@ -398,6 +402,16 @@ TEST_P(KvCacheTest, MatchesAttentionOnTheSameData) {
                                    pb.ldo, 0.0f, TFK_MASK_CAUSAL),
             TFK_SUCCESS);
   EXPECT_TRUE(SameBits(pb.o.data(), direct.o.data(), pb.o.size()));
+  // An explicit scale reaches the kernel as it does through tfk_attention.
+  ASSERT_EQ(tfk_attention(s.q_len, s.kv_len, s.n_heads, s.n_kv_heads, s.d, direct.q.data(),
+                          direct.ldq, direct.k.data(), direct.ldk, direct.v.data(), direct.ldv,
+                          direct.o.data(), direct.ldo, 0.37f, TFK_MASK_CAUSAL),
+            TFK_SUCCESS);
+  ASSERT_EQ(tfk_kv_cache_attention(cache.c, s.q_len, s.n_heads, pb.q.data(), pb.ldq, pb.o.data(),
+                                   pb.ldo, 0.37f, TFK_MASK_CAUSAL),
+            TFK_SUCCESS);
+  EXPECT_TRUE(SameBits(pb.o.data(), direct.o.data(), pb.o.size()));
+  ExpectAttention(pb, 0.37f, "f32 cache, scale 0.37");
 }
 
 // A prefix kept by truncate and then extended (rejected draft tokens):
@@ -451,6 +465,22 @@ TEST_P(KvCacheTest, Bf16RoundsToNearestEven) {
       EXPECT_TRUE(SameBits(&o[c], &want[c], 1)) << c << ": " << o[c];
     }
   }
+  // NaNs whose payload lies in the low 16 bits only (dropped by the
+  // truncation): NaN, not inf. Quiet and signalling, both signs.
+  const uint32_t nan_bits[4] = {0x7F800001u, 0xFF800001u, 0x7FC00001u, 0xFF80FFFFu};
+  std::vector<float> nans(8, 0.5f);
+  for (size_t c = 0; c < 4; ++c) std::memcpy(&nans[2 * c], &nan_bits[c], 4);
+  ASSERT_EQ(tfk_kv_cache_truncate(cache.c, 0), TFK_SUCCESS);
+  ASSERT_EQ(tfk_kv_cache_append(cache.c, 1, k.data(), 8, nans.data(), 8), TFK_SUCCESS);
+  ASSERT_EQ(tfk_kv_cache_attention(cache.c, 1, 1, q.data(), 8, o.data(), 8, 0, TFK_MASK_NONE),
+            TFK_SUCCESS);
+  for (size_t c = 0; c < 8; ++c) {
+    if (c % 2 == 0) {
+      EXPECT_TRUE(std::isnan(o[c])) << c << ": " << o[c];
+    } else {
+      EXPECT_EQ(o[c], 0.5f) << c;
+    }
+  }
 }
 
 TEST_P(KvCacheTest, SameBitsForAnyThreadCount) {
@@ -493,6 +523,11 @@ TEST_P(KvCacheTest, Errors) {
   EXPECT_EQ(tfk_kv_cache_append(cache.c, 5, kv.data(), 16, kv.data(), 16), TFK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tfk_last_error()).find("capacity"), std::string::npos);
   EXPECT_EQ(tfk_kv_cache_append(cache.c, 2, kv.data(), 15, kv.data(), 16), TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_kv_cache_append(cache.c, 2, kv.data(), 16, kv.data(), 15), TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("V"), std::string::npos) << tfk_last_error();
+  size_t len = 9;
+  EXPECT_EQ(tfk_kv_cache_info(cache.c, &len, nullptr, nullptr), TFK_SUCCESS);
+  EXPECT_EQ(len, 0u);  // refused appends add nothing
   ASSERT_EQ(tfk_kv_cache_append(cache.c, 3, kv.data(), 16, kv.data(), 16), TFK_SUCCESS);
   EXPECT_EQ(tfk_kv_cache_attention(cache.c, 1, 3, q.data(), 24, o.data(), 24, 0, TFK_MASK_NONE),
             TFK_INVALID_ARGUMENT);
@@ -502,10 +537,16 @@ TEST_P(KvCacheTest, Errors) {
   EXPECT_EQ(tfk_kv_cache_attention(cache.c, 1, 2, q.data(), 16, o.data(), 16, INFINITY,
                                    TFK_MASK_NONE),
             TFK_INVALID_ARGUMENT);
+  // O partly over Q (two queries, O = Q + 1): refused, Q untouched.
+  EXPECT_EQ(tfk_kv_cache_attention(cache.c, 2, 2, q.data(), 16, q.data() + 1, 16, 0, TFK_MASK_NONE),
+            TFK_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tfk_last_error()).find("O overlaps Q"), std::string::npos)
+      << tfk_last_error();
+  for (float x : q) ASSERT_EQ(x, 1.0f);
   for (float x : o) ASSERT_EQ(x, 3.0f);  // nothing written
   EXPECT_EQ(tfk_kv_cache_truncate(cache.c, 4), TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_kv_cache_truncate(cache.c, 3), TFK_SUCCESS);  // its own length: nothing to do
   EXPECT_EQ(tfk_kv_cache_truncate(cache.c, 1), TFK_SUCCESS);
-  size_t len = 9;
   EXPECT_EQ(tfk_kv_cache_info(cache.c, &len, nullptr, nullptr), TFK_SUCCESS);
   EXPECT_EQ(len, 1u);
   EXPECT_EQ(tfk_kv_cache_info(nullptr, &len, nullptr, nullptr), TFK_INVALID_ARGUMENT);

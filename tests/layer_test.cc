@@ -132,8 +132,9 @@ TEST_P(LayerTest, MhaEqualsItsComposition) {
       for (bool causal : {false, true}) {
         // MHA (4 x 12 = d_model), GQA 4/2 with head_dim != d_model / h, MQA.
         for (auto heads : {std::array<size_t, 3>{4, 4, 0}, {4, 2, 16}, {6, 1, 8}}) {
-          const Mha m(d, heads[0], heads[1], heads[2] ? heads[2] : d / heads[0], layout,
-                      seed % 2 == 0, rope, causal, seed);
+          Mha m(d, heads[0], heads[1], heads[2] ? heads[2] : d / heads[0], layout,
+                seed % 2 == 0, rope, causal, seed);
+          m.cfg.scale = seed % 3 == 0 ? 0.3f : 0.0f;  // given, or 1/sqrt(head_dim)
           tfk_mha* h = nullptr;
           ASSERT_EQ(tfk_mha_create(&h, &m.cfg), TFK_SUCCESS) << tfk_last_error();
           std::unique_ptr<tfk_mha, decltype(&tfk_mha_destroy)> guard(h, tfk_mha_destroy);
@@ -148,7 +149,7 @@ TEST_P(LayerTest, MhaEqualsItsComposition) {
                 << tfk_last_error();
             ASSERT_TRUE(SameBits(want.data(), got.data(), n * d))
                 << "layout " << layout << " rope " << rope << " causal " << causal << " heads "
-                << heads[0] << "/" << heads[1] << " n " << n;
+                << heads[0] << "/" << heads[1] << " n " << n << " scale " << m.cfg.scale;
           }
           ++seed;
         }
@@ -427,6 +428,14 @@ TEST_P(LayerTest, Errors) {
   expect(tfk_mha_create(&m, &mc), "wk");
   mc = b.mha.cfg, mc.rope_dim = 7;
   expect(tfk_mha_create(&m, &mc), "rope_dim");
+  // Refused at create, not by tfk_rope inside forward (after the projection
+  // has written the caller's workspace).
+  for (double base : {0.5, 1.0, -1e4, static_cast<double>(NAN), static_cast<double>(INFINITY)}) {
+    mc = b.mha.cfg, mc.rope = 1, mc.rope_base = base;
+    expect(tfk_mha_create(&m, &mc), "rope_base");
+  }
+  mc = b.mha.cfg, mc.scale = NAN;
+  expect(tfk_mha_create(&m, &mc), "scale");
   mc = b.mha.cfg, mc.head_dim = 0, mc.n_heads = 5, mc.n_kv_heads = 5;
   expect(tfk_mha_create(&m, &mc), "head_dim");
   // Past the largest head: named as given, or by what it came from.

@@ -115,9 +115,9 @@ TEST_P(MatmulTest, ShapesLayoutsStridesAlphaBeta) {
       FillUniform(A.data(), c.M * A.ld, -1, 1, seed++);
       FillUniform(B.data(), B.rows * B.ld, -1, 1, seed++);
       FillUniform(C0.data(), c.M * C0.ld, -1, 1, seed++);
-      for (float beta : {0.0f, 0.5f}) {
+      // beta = 0 with alpha 1 and with another alpha (a separate store path).
+      for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, {-1.5f, 0.0f}, {-1.5f, 0.5f}}) {
         std::copy(C0.data(), C0.data() + c.M * C0.ld, C.data());
-        const float alpha = beta == 0 ? 1.0f : -1.5f;
         ASSERT_EQ(tfk_matmul(c.M, c.N, c.K, alpha, A.data(), A.ld, B.data(), B.ld, layout, beta,
                              C.data(), C.ld),
                   TFK_SUCCESS)
@@ -171,8 +171,7 @@ TEST_P(MatmulTest, BitsOfOneChain) {
       FillUniform(A.data(), c.M * A.ld, -1, 1, seed++);
       FillUniform(B.data(), B.rows * B.ld, -1, 1, seed++);
       FillUniform(C0.data(), c.M * C0.ld, -1, 1, seed++);
-      for (float beta : {0.0f, 0.75f}) {
-        const float alpha = beta == 0 ? 1.0f : -1.3f;
+      for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, {-1.3f, 0.0f}, {-1.3f, 0.75f}}) {
         std::copy(C0.data(), C0.data() + c.M * C0.ld, C.data());
         ASSERT_EQ(tfk_matmul(c.M, c.N, c.K, alpha, A.data(), A.ld, B.data(), B.ld, layout, beta,
                              C.data(), C.ld),
@@ -183,7 +182,8 @@ TEST_P(MatmulTest, BitsOfOneChain) {
             const float ref = ChainRef(A, B, layout, i, j, c.K, alpha, beta, C0.at(i, j), fma);
             ASSERT_TRUE(SameBits(&C.at(i, j), &ref, 1))
                 << C.at(i, j) << " vs " << ref << " at i=" << i << " j=" << j << " M=" << c.M
-                << " N=" << c.N << " K=" << c.K << " layout " << layout << " beta " << beta;
+                << " N=" << c.N << " K=" << c.K << " layout " << layout << " alpha " << alpha
+                << " beta " << beta;
           }
         }
       }
@@ -450,13 +450,23 @@ TEST_P(MatmulTest, IdenticalBitsForAnyThreadCount) {
   tfk_linear_destroy(layer);
 }
 
+// N = 4: a partial panel only; 33: a whole panel and a partial one; 64: whole
+// panels (their own store path). M = 1 and 20: the decoding and the
+// blocked paths.
 TEST_P(MatmulTest, BetaZeroIgnoresNaNInC) {
-  Mat A(3, 5), B(5, 4), C(3, 4);
-  FillUniform(A.data(), 15, -1, 1, 1);
-  FillUniform(B.data(), 20, -1, 1, 2);
-  for (size_t i = 0; i < 12; ++i) C.data()[i] = std::numeric_limits<float>::quiet_NaN();
-  tfk::check(tfk_matmul(3, 4, 5, 1, A.data(), 5, B.data(), 4, TFK_LAYOUT_KN, 0, C.data(), 4));
-  ExpectGemm(A, B, TFK_LAYOUT_KN, C, C, 1.0f, 0.0f, 5);  // C0 is not used at beta = 0
+  for (size_t M : {1, 3, 20}) {
+    for (size_t N : {4, 33, 64}) {
+      for (float alpha : {1.0f, -2.0f}) {
+        Mat A(M, 5), B(5, N), C(M, N);
+        FillUniform(A.data(), M * 5, -1, 1, 1);
+        FillUniform(B.data(), 5 * N, -1, 1, 2);
+        for (size_t i = 0; i < M * N; ++i) C.data()[i] = std::numeric_limits<float>::quiet_NaN();
+        tfk::check(tfk_matmul(M, N, 5, alpha, A.data(), 5, B.data(), N, TFK_LAYOUT_KN, 0, C.data(), N));
+        ExpectGemm(A, B, TFK_LAYOUT_KN, C, C, alpha, 0.0f, 5);  // C0 is not used at beta = 0
+        if (HasFailure()) return;
+      }
+    }
+  }
 }
 
 TEST_P(MatmulTest, CppLayer) {

@@ -143,6 +143,19 @@ TEST_P(NormTest, HugeTinyAndNonFinite) {
       EXPECT_EQ(y[k], 0.0f) << k;
     }
   }
+  // The huge and tiny rows (redone in double) with gamma and beta.
+  Buffer g(cols), b(cols);
+  FillUniform(g.data(), cols, 0.5f, 1.5f, 4);
+  FillUniform(b.data(), cols, -1.0f, 1.0f, 5);
+  ASSERT_EQ(tfk_layernorm(2, cols, x.data(), cols, g.data(), b.data(), 0.0f, y.data(), cols),
+            TFK_SUCCESS);
+  ExpectRow(RefLayerNorm(x.data(), cols, g.data(), b.data(), 0.0f), y.data(), cols, "huge, affine");
+  ExpectRow(RefLayerNorm(x.data() + cols, cols, g.data(), b.data(), 0.0f), y.data() + cols, cols,
+            "tiny, affine");
+  ASSERT_EQ(tfk_rmsnorm(2, cols, x.data(), cols, g.data(), 0.0f, y.data(), cols), TFK_SUCCESS);
+  ExpectRow(RefRmsNorm(x.data(), cols, g.data(), 0.0f), y.data(), cols, "rms huge, gamma");
+  ExpectRow(RefRmsNorm(x.data() + cols, cols, g.data(), 0.0f), y.data() + cols, cols,
+            "rms tiny, gamma");
 }
 
 // eps near FLT_MAX: the statistic + eps passes FLT_MAX in float while the

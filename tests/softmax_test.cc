@@ -397,7 +397,10 @@ TEST_P(SoftmaxTest, PairedRowsGetTheBitsOfSingleRows) {
       if (rows == 7) {
         for (size_t j = 0; j < cols; ++j) x[1 * cols + j] = -INFINITY;
         x[3 * cols + cols / 2] = INFINITY;
-        x[5 * cols] = NAN;
+        // Negative NaNs, whose bits differ from NAN's: each row of the pair
+        // (4, 5) must give the NaN row that it gives alone.
+        x[4 * cols + cols - 1] = -NAN;
+        x[5 * cols] = -NAN;
       }
       for (float scale : {0.7f, -1.3f}) {
         tfk::softmax(rows, cols, x.data(), y.data(), scale);
