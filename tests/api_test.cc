@@ -187,6 +187,12 @@ TEST(Errors, Rope) {
     return tfk_rope(2, 1, 8, 8, TFK_ROPE_HALF, 1e4, y, 8, 0,
                     reinterpret_cast<const int64_t*>(y + 8));
   });
+  // Only positions[1] shares bytes with x (its first two floats): the
+  // extents are compared in bytes.
+  ExpectError(TFK_INVALID_ARGUMENT, "positions overlaps x", [](const float*, float* y) {
+    return tfk_rope(2, 1, 8, 8, TFK_ROPE_HALF, 1e4, y + 2, 8, 0,
+                    reinterpret_cast<const int64_t*>(y));
+  });
 }
 
 TEST(Errors, StatusStringsAndCppException) {

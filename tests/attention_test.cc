@@ -513,6 +513,10 @@ TEST_P(KvCacheTest, Errors) {
   EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 8, static_cast<tfk_dtype>(5)), TFK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tfk_last_error()).find("dtype"), std::string::npos);
   EXPECT_EQ(tfk_kv_cache_create(nullptr, 4, 1, 8, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
+  // capacity x n_kv_heads x head_dim x 4 bytes x 2 wraps size_t (to 0).
+  EXPECT_EQ(tfk_kv_cache_create(&c, size_t{1} << 30, size_t{1} << 34, 256, TFK_DTYPE_F32),
+            TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_kv_cache_create(&c, SIZE_MAX / 2, 1, 8, TFK_DTYPE_BF16), TFK_INVALID_ARGUMENT);
   EXPECT_EQ(c, nullptr);
 
   Cache cache(4, 2, 8, TFK_DTYPE_BF16);

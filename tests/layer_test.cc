@@ -515,6 +515,30 @@ TEST_P(LayerTest, Errors) {
          "overlaps");
   expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, nullptr, x.data(), bytes),
          "workspace overlaps");
+  // R or Y inside the workspace (tfk.h: it must not overlap X, Y or R), for
+  // each layer: refused, nothing written, the workspace included.
+  {
+    ASSERT_EQ(tfk_ffn_create(&f, &b.ffn.cfg), TFK_SUCCESS);
+    ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS);
+    size_t need_f = 0, need_m = 0;
+    tfk::check(tfk_ffn_workspace_size(f, 4, &need_f));
+    tfk::check(tfk_mha_workspace_size(m, 4, &need_m));
+    std::vector<char> w(std::max(need_f, need_m) + 1024, 0x5A);
+    float* inside = reinterpret_cast<float*>(w.data()) + 16;
+    expect(tfk_ffn_forward(f, 4, x.data(), 32, y.data(), 32, inside, 32, w.data(), need_f),
+           "workspace overlaps");
+    expect(tfk_ffn_forward(f, 4, x.data(), 32, inside, 32, nullptr, 0, w.data(), need_f),
+           "workspace overlaps");
+    expect(tfk_mha_forward(m, 4, x.data(), 32, y.data(), 32, inside, 32, nullptr, w.data(), need_m),
+           "workspace overlaps");
+    expect(tfk_mha_forward(m, 4, x.data(), 32, inside, 32, nullptr, 0, nullptr, w.data(), need_m),
+           "workspace overlaps");
+    for (char c : w) ASSERT_EQ(c, 0x5A);
+    for (float v : y) ASSERT_EQ(v, 5.0f);
+    tfk_ffn_destroy(f);
+    tfk_mha_destroy(m);
+    f = nullptr, m = nullptr;
+  }
   tfk_kv_cache* cache = nullptr;
   tfk::check(tfk_kv_cache_create(&cache, 3, 2, 8, TFK_DTYPE_F32));
   expect(tfk_block_forward(blk, 4, x.data(), 32, y.data(), 32, cache, ws.data(), bytes), "room");

@@ -12,6 +12,7 @@
 // the result is exact and compared with ==.
 #include <tfk/tfk.hpp>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -344,6 +345,9 @@ TEST_P(MatmulTest, LinearEpiloguesAndPackedEqualsUnpacked) {
           tfk_linear* layer = nullptr;
           tfk::check(tfk_linear_create(&layer, K, N, W.data(), W.ld, layout, bias.data(), act));
           std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> g2(layer, tfk_linear_destroy);
+          size_t with_bias = 0;  // the bytes the handle holds count its bias
+          tfk::check(tfk_linear_info(layer, nullptr, nullptr, &with_bias));
+          EXPECT_GE(with_bias, bytes + N * sizeof(float));
           for (size_t i = 0; i < M; ++i) {
             for (size_t j = 0; j < N; ++j) Z.at(i, j) = residual == 1 ? R.at(i, j) : 9.0f;
           }
@@ -469,6 +473,74 @@ TEST_P(MatmulTest, BetaZeroIgnoresNaNInC) {
   }
 }
 
+// n floats whose last one ends a page, with an inaccessible page after it:
+// a read past the end faults.
+class PageEnd {
+ public:
+  explicit PageEnd(size_t n) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = (n * sizeof(float) + page - 1) / page * page + page;
+    void* m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return;
+    base_ = static_cast<char*>(m);
+    if (mprotect(base_ + bytes_ - page, page, PROT_NONE) != 0) return;
+    p_ = reinterpret_cast<float*>(base_ + bytes_ - page) - n;
+  }
+  ~PageEnd() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+  }
+  PageEnd(const PageEnd&) = delete;
+  PageEnd& operator=(const PageEnd&) = delete;
+  float* data() { return p_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  float* p_ = nullptr;
+};
+
+// Vector loads that cover a partial panel or a row tail must stay inside A
+// and B: each ends a page here (the decoding tiles read several panels of B
+// at once, the unpacked path reads B's rows in place).
+TEST_P(MatmulTest, ReadsNothingPastAOrB) {
+  for (tfk_layout layout : {TFK_LAYOUT_KN, TFK_LAYOUT_NK}) {
+    for (size_t M : {1, 2, 3, 9}) {
+      for (size_t N : {1, 33, 100, 161}) {
+        for (size_t K : {17, 64}) {
+          PageEnd A(M * K), B(K * N);
+          ASSERT_TRUE(A.data() != nullptr && B.data() != nullptr);
+          FillUniform(A.data(), M * K, -1, 1, static_cast<uint32_t>(M + N));
+          FillUniform(B.data(), K * N, -1, 1, static_cast<uint32_t>(K + N));
+          std::vector<float> C(M * N);
+          const size_t ldb = layout == TFK_LAYOUT_KN ? N : K;
+          ASSERT_EQ(tfk_matmul(M, N, K, 1, A.data(), K, B.data(), ldb, layout, 0, C.data(), N),
+                    TFK_SUCCESS);
+          for (size_t i = 0; i < M; ++i) {
+            for (size_t j = 0; j < N; ++j) {
+              double s = 0, mag = 0;
+              for (size_t k = 0; k < K; ++k) {
+                const double p = static_cast<double>(A.data()[i * K + k]) *
+                                 B.data()[layout == TFK_LAYOUT_KN ? k * N + j : j * K + k];
+                s += p, mag += std::fabs(p);
+              }
+              // tfk.h's bound, 2 K u on targets without FMA.
+              ASSERT_LE(std::fabs(C[i * N + j] - s), 2.0 * K * kEps * mag)
+                  << "M " << M << " N " << N << " K " << K << " layout " << layout;
+            }
+          }
+          // The packed layer reads X (here A) alone: the same bits.
+          tfk_linear* h = nullptr;
+          tfk::check(tfk_linear_create(&h, K, N, B.data(), ldb, layout, nullptr, TFK_ACT_NONE));
+          std::unique_ptr<tfk_linear, decltype(&tfk_linear_destroy)> guard(h, tfk_linear_destroy);
+          std::vector<float> Y(M * N);
+          tfk::check(tfk_linear_forward(h, M, A.data(), K, Y.data(), N, nullptr, 0));
+          ASSERT_TRUE(SameBits(C.data(), Y.data(), M * N)) << "M " << M << " N " << N;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(MatmulTest, CppLayer) {
   const size_t M = 5, K = 9, N = 40;
   std::vector<float> x(M * K), w(N * K), y1(M * N), y2(M * N);
@@ -555,6 +627,11 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
          tfk_linear_create(&h2, 4, 4, nullptr, 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
   expect(TFK_INVALID_ARGUMENT, "K is 0",
          tfk_linear_create(&h2, 0, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+  // W [2^58, 1] passes its own extent check, but the packed panel (K x 32
+  // floats) does not fit size_t: refused before W (a made-up address) is read.
+  expect(TFK_INVALID_ARGUMENT, "too large",
+         tfk_linear_create(&h2, size_t{1} << 58, 1, reinterpret_cast<const float*>(uintptr_t{1} << 20),
+                           1, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
   EXPECT_EQ(h2, nullptr);
   expect(TFK_INVALID_ARGUMENT, "M is 0",
          tfk_linear_forward(h, 0, a.data(), 4, c.data(), 4, nullptr, 0));

@@ -143,6 +143,20 @@ TEST_P(NormTest, HugeTinyAndNonFinite) {
       EXPECT_EQ(y[k], 0.0f) << k;
     }
   }
+  // Rows whose statistic is subnormal in float but not 0 (squares of ~1e-21,
+  // squared deviations of ~1e-22): numerics.md redoes a row in double once
+  // the statistic + eps < 2^-100, not only once it underflows to 0.
+  {
+    Buffer r(64), o(64);
+    FillUniform(r.data(), 64, -3e-21f, 3e-21f, 26);
+    ASSERT_EQ(tfk_rmsnorm(1, 64, r.data(), 64, nullptr, 0.0f, o.data(), 64), TFK_SUCCESS);
+    ExpectRow(RefRmsNorm(r.data(), 64, nullptr, 0.0f), o.data(), 64, "rms, squares subnormal");
+    FillUniform(r.data(), 64, -3e-22f, 3e-22f, 28);
+    ASSERT_EQ(tfk_layernorm(1, 64, r.data(), 64, nullptr, nullptr, 0.0f, o.data(), 64),
+              TFK_SUCCESS);
+    ExpectRow(RefLayerNorm(r.data(), 64, nullptr, nullptr, 0.0f), o.data(), 64,
+              "layernorm, variance subnormal");
+  }
   // The huge and tiny rows (redone in double) with gamma and beta.
   Buffer g(cols), b(cols);
   FillUniform(g.data(), cols, 0.5f, 1.5f, 4);

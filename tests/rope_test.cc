@@ -105,6 +105,14 @@ TEST_P(RopeTest, ExplicitPositionsEqualStartOffset) {
   tfk::rope(c, tokens, heads, a.data(), 1000);
   tfk::rope(c, tokens, heads, b.data(), 0, pos.data());
   EXPECT_TRUE(SameBits(a.data(), b.data(), tokens * heads * d));
+  // With positions given, pos_start is not used (any value, even one whose
+  // pos_start + t would overflow).
+  for (int64_t start : {int64_t{100}, int64_t{-7}, INT64_MAX}) {
+    std::copy(b.data(), b.data() + tokens * heads * d, a.data());
+    tfk::rope(c, tokens, heads, a.data(), 0, pos.data());
+    tfk::rope(c, tokens, heads, b.data(), start, pos.data());
+    EXPECT_TRUE(SameBits(a.data(), b.data(), tokens * heads * d)) << start;
+  }
 }
 
 TEST_P(RopeTest, KeepsPairNormsAndDotDependsOnlyOnDistance) {

@@ -218,6 +218,33 @@ TEST_P(SoftmaxTest, CausalMask) {
   }
 }
 
+// What the causal mask hides is never read into a result: masked entries of
+// +inf, NaN or 1e30 give the bits of finite ones, on one thread (where a
+// streamed call finds the next row's maximum while it writes this row) and
+// on two.
+TEST_P(SoftmaxTest, CausalMaskIgnoresWhatItMasks) {
+  const size_t shapes[][2] = {{5, 9}, {4, 1100}, {8, 1030}, {3, 16390}};
+  for (const auto& s : shapes) {
+    const size_t q_len = s[0], cols = s[1], rows = 2 * q_len;
+    Buffer x(rows * cols), x2(rows * cols), y(rows * cols), y2(rows * cols);
+    FillUniform(x.data(), rows * cols, -5.0f, 5.0f, 27);
+    std::copy(x.data(), x.data() + rows * cols, x2.data());
+    const float hidden[3] = {INFINITY, NAN, 1e30f};
+    for (size_t i = 0; i < rows; ++i) {
+      const size_t valid = cols - q_len + 1 + i % q_len;  // row i sees j < valid
+      for (size_t j = valid; j < cols; ++j) x2[i * cols + j] = hidden[(i + j) % 3];
+    }
+    for (int threads : {1, 2}) {
+      WithThreads(threads, [&] {
+        tfk::softmax(rows, cols, x.data(), y.data(), 0.7f, TFK_MASK_CAUSAL, q_len);
+        tfk::softmax(rows, cols, x2.data(), y2.data(), 0.7f, TFK_MASK_CAUSAL, q_len);
+      });
+      EXPECT_TRUE(SameBits(y.data(), y2.data(), rows * cols))
+          << "q_len " << q_len << " cols " << cols << " threads " << threads;
+    }
+  }
+}
+
 TEST_P(SoftmaxTest, RowsSumToOneAndIgnoreAddedConstant) {
   const size_t rows = 4;
   for (size_t cols : {3, 64, 1021, 4096}) {
