@@ -414,6 +414,53 @@ TEST_P(LayerTest, SameBitsForAnyThreadCount) {
   }
 }
 
+// Each forward stays inside the *_workspace_size(n) bytes it is given, at
+// any alignment of the workspace (the bytes after it are left as they were),
+// and its result does not depend on where the workspace lies.
+TEST_P(LayerTest, ForwardStaysInsideItsWorkspace) {
+  const size_t d = 32, n = 7;
+  const auto X = Rand(n * d, 1.0f, 90);
+  for (bool gated : {false, true}) {
+    const Block b(d, false, gated ? TFK_NORM_RMS : TFK_NORM_LAYER, 1, 91);
+    tfk_mha* m = nullptr;
+    tfk_ffn* f = nullptr;
+    tfk_block* blk = nullptr;
+    ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS);
+    std::unique_ptr<tfk_mha, decltype(&tfk_mha_destroy)> gm(m, tfk_mha_destroy);
+    ASSERT_EQ(tfk_ffn_create(&f, &b.ffn.cfg), TFK_SUCCESS);
+    std::unique_ptr<tfk_ffn, decltype(&tfk_ffn_destroy)> gf(f, tfk_ffn_destroy);
+    ASSERT_EQ(tfk_block_create(&blk, &b.cfg), TFK_SUCCESS);
+    std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> gb(blk, tfk_block_destroy);
+    size_t need[3];
+    tfk::check(tfk_mha_workspace_size(m, n, &need[0]));
+    tfk::check(tfk_ffn_workspace_size(f, n, &need[1]));
+    tfk::check(tfk_block_workspace_size(blk, n, &need[2]));
+    const auto run = [&](int layer, void* ws, size_t bytes, float* Y) {
+      switch (layer) {
+        case 0: return tfk_mha_forward(m, n, X.data(), d, Y, d, nullptr, 0, nullptr, ws, bytes);
+        case 1: return tfk_ffn_forward(f, n, X.data(), d, Y, d, nullptr, 0, ws, bytes);
+        default: return tfk_block_forward(blk, n, X.data(), d, Y, d, nullptr, ws, bytes);
+      }
+    };
+    for (int layer : {0, 1, 2}) {
+      std::vector<float> want(n * d), got(n * d);
+      std::vector<char> roomy(need[layer] + 4096);
+      ASSERT_EQ(run(layer, roomy.data(), roomy.size(), want.data()), TFK_SUCCESS);
+      for (size_t offset : {1, 4, 60, 63, 64}) {
+        const size_t canary = 4096;
+        std::vector<char> mem(offset + need[layer] + canary, 0x5A);
+        ASSERT_EQ(run(layer, mem.data() + offset, need[layer], got.data()), TFK_SUCCESS);
+        for (size_t i = offset + need[layer]; i < mem.size(); ++i) {
+          ASSERT_EQ(mem[i], 0x5A) << "layer " << layer << " offset " << offset << ": byte "
+                                  << i - offset - need[layer] << " past the workspace written";
+        }
+        for (size_t i = 0; i < offset; ++i) ASSERT_EQ(mem[i], 0x5A) << "before the workspace";
+        ASSERT_TRUE(SameBits(want.data(), got.data(), n * d)) << "layer " << layer;
+      }
+    }
+  }
+}
+
 TEST_P(LayerTest, Errors) {
   const Block b(32, false, TFK_NORM_LAYER, 1, 1);
   const auto expect = [](tfk_status got, const char* needle) {
