@@ -8,7 +8,8 @@ of the repetitions, min-max beside it, a warning sign where the spread
 (max - min) / median exceeds 10 %), the dispatched ISA's share of the machine limit
 measured in the same run (FMA peak of that ISA for matmul; copy bandwidth of
 the same bytes for memory-bound kernels, a read-modify-write pass for
-in-place ones, the triad for the add (two reads and a write), read bandwidth for decoding matmuls, attention and blocks;
+in-place ones, the triad for the add (two reads and a write), read
+bandwidth for decoding matmuls, attention and blocks;
 the bandwidth benchmark of the nearest size, none if it is more than 1.5x
 away; "above it" where the kernel beat it), and the ratio to the
 best peer (oneDNN, OpenBLAS) run in the same binary. The dispatched ISA is

@@ -45,7 +45,7 @@ PY
 
 if [[ $mode == short ]]; then
   # Cache-resident shapes, decoding and small prefill matmuls, the limits.
-  filter='peak/|memory/(copy|rmw|read)/|softmax/(64x2048|8192x512)|(relu|gelu_erf|gelu_tanh|silu)/262144|layernorm/512x1024|rope_half|matmul/[a-z_]+/M(1|8|64|512)_K1024_N1024/|matmul/tfk_linear/M512_K4096_N4096/|attention/(prefill_causal_L512_H32x32|decode_(f32|bf16)_L2048_H32x32)|block/decode_D1024'
+  filter='peak/|memory/(copy|rmw|read)/|memory/triad/262144/|softmax/(64x2048|8192x512)|(relu|gelu_erf|gelu_tanh|silu|add)/262144|layernorm/512x1024|rope_half|matmul/[a-z_]+/M(1|8|64|512)_K1024_N1024/|matmul/tfk_linear/M512_K4096_N4096/|attention/(prefill_causal_L512_H32x32|decode_(f32|bf16)_L2048_H32x32)|block/decode_D1024'
   reps=3
   min_time=0.05
   report="$out/benchmarks.md"
