@@ -11,6 +11,7 @@
 #include "lib/activation-inl.h"
 #include "lib/activation.h"
 #include "lib/elementwise-inl.h"
+#include "lib/fpenv.h"
 #include "lib/memory.h"
 #include "lib/threading.h"
 #include "tfk/tfk.h"
@@ -168,6 +169,7 @@ TFK_API tfk_status tfk_activate(tfk_activation act, size_t rows, size_t cols,
                                 const float* x, size_t ldx, float* y, size_t ldy) {
   const char* fn = "tfk_activate";
   tfk::detail::ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   if (act != TFK_ACT_RELU && act != TFK_ACT_GELU_ERF && act != TFK_ACT_GELU_TANH &&
       act != TFK_ACT_SILU) {
     return tfk::detail::Fail(TFK_INVALID_ARGUMENT, fn,
@@ -188,6 +190,7 @@ TFK_API tfk_status tfk_add(size_t rows, size_t cols, const float* a, size_t lda,
                            const float* b, size_t ldb, float* y, size_t ldy) {
   const char* fn = "tfk_add";
   tfk::detail::ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "cols", cols));
   TFK_RETURN_IF_ERROR(CheckMatrix(fn, "a", a, rows, cols, lda));

@@ -16,6 +16,7 @@
 #include "hwy/highway.h"
 #include "lib/attention-inl.h"
 #include "lib/attention.h"
+#include "lib/fpenv.h"
 #include "lib/memory.h"
 #include "lib/threading.h"
 
@@ -478,6 +479,7 @@ extern "C" TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t 
   using namespace tfk::detail;  // NOLINT
   const char* fn = "tfk_attention";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckSize(fn, "q_len", q_len));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "kv_len", kv_len));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n_heads", n_heads));

@@ -13,6 +13,7 @@
 #include <new>
 #include <vector>
 
+#include "lib/fpenv.h"
 #include "lib/layer.h"
 #include "lib/status.h"
 #include "tfk/tfk.h"
@@ -61,6 +62,7 @@ extern "C" {
 TFK_API tfk_status tfk_block_create(tfk_block** out, const tfk_block_config* config) {
   const char* fn = "tfk_block_create";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "out", out));
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "config", config));
   const tfk_block_config& c = *config;
@@ -130,6 +132,7 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
                                      void* workspace, size_t workspace_bytes) {
   const char* fn = "tfk_block_forward";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t need = 0;

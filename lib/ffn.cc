@@ -12,6 +12,7 @@
 #include <new>
 
 #include "lib/activation.h"
+#include "lib/fpenv.h"
 #include "lib/layer.h"
 #include "lib/status.h"
 #include "tfk/tfk.h"
@@ -32,6 +33,7 @@ extern "C" {
 TFK_API tfk_status tfk_ffn_create(tfk_ffn** out, const tfk_ffn_config* config) {
   const char* fn = "tfk_ffn_create";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "out", out));
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "config", config));
   const tfk_ffn_config& c = *config;
@@ -91,6 +93,7 @@ TFK_API tfk_status tfk_ffn_forward(const tfk_ffn* ffn, size_t n, const float* X,
                                    void* workspace, size_t workspace_bytes) {
   const char* fn = "tfk_ffn_forward";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "ffn", ffn));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t need = 0;

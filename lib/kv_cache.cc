@@ -13,6 +13,7 @@
 #include <new>
 
 #include "lib/attention.h"
+#include "lib/fpenv.h"
 #include "lib/status.h"
 #include "lib/threading.h"
 #include "tfk/tfk.h"
@@ -98,6 +99,7 @@ TFK_API tfk_status tfk_kv_cache_append(tfk_kv_cache* cache, size_t tokens, const
   using namespace tfk::detail;  // NOLINT
   const char* fn = "tfk_kv_cache_append";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "cache", cache));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "tokens", tokens));
   const size_t cols = cache->n_kv_heads * cache->head_dim;
@@ -119,6 +121,7 @@ TFK_API tfk_status tfk_kv_cache_attention(const tfk_kv_cache* cache, size_t q_le
   using namespace tfk::detail;  // NOLINT
   const char* fn = "tfk_kv_cache_attention";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "cache", cache));
   if (cache->length == 0) return Fail(TFK_INVALID_ARGUMENT, fn, "the cache is empty");
   TFK_RETURN_IF_ERROR(CheckSize(fn, "q_len", q_len));

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "hwy/highway.h"
+#include "lib/fpenv.h"
 #include "lib/matmul-inl.h"
 #include "lib/matmul.h"
 #include "lib/memory.h"
@@ -569,6 +570,7 @@ TFK_API tfk_status tfk_matmul(size_t M, size_t N, size_t K, float alpha, const f
                               float beta, float* C, size_t ldc) {
   const char* fn = "tfk_matmul";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckSize(fn, "M", M));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "N", N));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "K", K));
@@ -595,6 +597,7 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N, const
                                      tfk_activation act) {
   const char* fn = "tfk_linear_create";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "out", out));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "K", K));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "N", N));
@@ -630,6 +633,7 @@ TFK_API tfk_status tfk_linear_forward(const tfk_linear* h, size_t M, const float
                                       float* Y, size_t ldy, const float* R, size_t ldr) {
   const char* fn = "tfk_linear_forward";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "layer", h));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "M", M));
   TFK_RETURN_IF_ERROR(CheckMatrix(fn, "X", X, M, h->K, ldx));

@@ -16,6 +16,7 @@
 #include <new>
 
 #include "lib/attention.h"
+#include "lib/fpenv.h"
 #include "lib/layer.h"
 #include "lib/status.h"
 #include "tfk/tfk.h"
@@ -104,6 +105,7 @@ extern "C" {
 TFK_API tfk_status tfk_mha_create(tfk_mha** out, const tfk_mha_config* config) {
   const char* fn = "tfk_mha_create";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "out", out));
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "config", config));
   tfk_mha_config c = *config;
@@ -149,6 +151,7 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X,
                                    tfk_kv_cache* cache, void* workspace, size_t workspace_bytes) {
   const char* fn = "tfk_mha_forward";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
   const tfk_mha_config& c = mha->cfg;
   TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));

@@ -31,6 +31,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/elementwise-inl.h"
+#include "lib/fpenv.h"
 #include "lib/memory.h"
 #include "lib/norm.h"
 #include "lib/threading.h"
@@ -260,6 +261,7 @@ TFK_API tfk_status tfk_layernorm(size_t rows, size_t cols, const float* x, size_
                                  size_t ldy) {
   const char* fn = "tfk_layernorm";
   tfk::detail::ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(tfk::CheckNorm(fn, rows, cols, x, ldx, y, ldy, eps));
   TFK_RETURN_IF_ERROR(tfk::CheckParam(fn, "gamma", gamma, cols, y, rows, ldy));
   TFK_RETURN_IF_ERROR(tfk::CheckParam(fn, "beta", beta, cols, y, rows, ldy));
@@ -272,6 +274,7 @@ TFK_API tfk_status tfk_rmsnorm(size_t rows, size_t cols, const float* x, size_t 
                                const float* gamma, float eps, float* y, size_t ldy) {
   const char* fn = "tfk_rmsnorm";
   tfk::detail::ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(tfk::CheckNorm(fn, rows, cols, x, ldx, y, ldy, eps));
   TFK_RETURN_IF_ERROR(tfk::CheckParam(fn, "gamma", gamma, cols, y, rows, ldy));
   const tfk::NormArgs args{rows, cols, x, ldx, y, ldy, gamma, nullptr, eps};

@@ -13,6 +13,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "lib/fpenv.h"
 #include "lib/rope.h"
 #include "lib/threading.h"
 
@@ -127,6 +128,7 @@ extern "C" TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_
   using namespace tfk::detail;  // NOLINT
   const char* fn = "tfk_rope";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckSize(fn, "tokens", tokens));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "heads", heads));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "head_dim", head_dim));

@@ -29,6 +29,7 @@
 #include "hwy/highway.h"
 #include "lib/elementwise-inl.h"
 #include "lib/exp-inl.h"
+#include "lib/fpenv.h"
 #include "lib/memory.h"
 #include "lib/softmax.h"
 #include "lib/threading.h"
@@ -689,6 +690,7 @@ extern "C" TFK_API tfk_status tfk_softmax(size_t rows, size_t cols, const float*
   using namespace tfk::detail;  // NOLINT
   const char* fn = "tfk_softmax";
   ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "cols", cols));
   TFK_RETURN_IF_ERROR(CheckMatrix(fn, "x", x, rows, cols, ldx));

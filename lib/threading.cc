@@ -10,6 +10,7 @@
 #include <atomic>
 #include <new>
 
+#include "lib/fpenv.h"
 #include "lib/status.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -145,6 +146,9 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
     oneapi::tbb::parallel_for(
         oneapi::tbb::blocked_range<size_t>(0, tasks, 1),
         [=](const oneapi::tbb::blocked_range<size_t>& r) {
+          // A worker runs in its arena's environment (the one of the thread
+          // that created the arena), not the caller's: set tfk's.
+          const FpEnvScope fp_env;
           // Chunk c gets base or base + 1 items (the first `extra` chunks).
           const size_t base = n / chunks, extra = n % chunks;
           const auto run = [=](size_t c) {

@@ -19,6 +19,11 @@
  *    correct. Results are bitwise identical for any number of threads.
  *  - Each call picks its SIMD target (ISA) once, the best the CPU supports
  *    below the cap set by tfk_set_max_isa() or TFK_MAX_ISA.
+ *  - The caller's floating-point environment does not change results: each
+ *    call computes with round to nearest, subnormals kept (no FTZ/DAZ) and
+ *    every exception masked, on its thread and on the workers that help it,
+ *    and leaves each thread's rounding, flush and trap settings as they
+ *    were. Exception flags it raises are unspecified.
  * Numerical conventions and measured errors: docs/numerics.md. */
 #ifndef TFK_TFK_H_
 #define TFK_TFK_H_
