@@ -367,14 +367,27 @@ def render(results, context, cpu, command, img_dir, img_rel):
         if kernel == "matmul":
             plot_matmul(rows, peers.get("matmul", {}), peak, os.path.join(img_dir, "matmul_vs_m.png"))
             out += [f"![matmul GFLOP/s against M]({img_rel}/matmul_vs_m.png)", ""]
-    flagged = [n for n, r in results.items() if r.spread > SPREAD_LIMIT]
-    out += ["## Spread", ""]
-    if flagged:
-        out.append(f"{len(flagged)} of {len(results)} figures have a spread over "
-                   f"{SPREAD_LIMIT:.0%}: " + ", ".join(f"`{n}`" for n in sorted(flagged)) + ".")
-    else:
-        out.append(f"No figure has a spread over {SPREAD_LIMIT:.0%}.")
+    out += ["## Spread", ""] + spread_section(results)
     return "\n".join(out) + "\n"
+
+
+SPREAD_SHOWN = 10
+
+
+def spread_section(results):
+    """How many figures have a spread over SPREAD_LIMIT (their cells carry ⚠)
+    and a table of the widest SPREAD_SHOWN, widest first."""
+    flagged = sorted((r.spread, n) for n, r in results.items() if r.spread > SPREAD_LIMIT)
+    if not flagged:
+        return [f"No figure has a spread over {SPREAD_LIMIT:.0%}."]
+    widest = flagged[::-1][:SPREAD_SHOWN]
+    out = [f"{len(flagged)} of {len(results)} figures have a spread (max − min over the median) "
+           f"over {SPREAD_LIMIT:.0%}; their cells above carry ⚠. The widest "
+           f"{len(widest)}:", "", "| benchmark | median (min–max) | spread |", "|---|---|---|"]
+    for spread, name in widest:
+        r = results[name]
+        out.append(f"| `{name}` | {r.median:.3g} ({r.lo:.3g}–{r.hi:.3g}) {r.unit} | {spread:.0%} |")
+    return out
 
 
 def main(argv):

@@ -142,6 +142,21 @@ class ReportTest(unittest.TestCase):
         self.assertIn("⚠", self.row(text, "softmax", ["64x2048", "1"]).split("|")[3])
         self.assertIn("`softmax/64x2048/AVX2/threads:1`", text.split("## Spread", 1)[1])
 
+    def test_spread_section_lists_the_widest(self):
+        results = {}
+        for i in range(15):
+            r = report.Result("GB/s")
+            r.values = [10.0, 10.0 + i, 10.0]  # spread i / 10: flagged from i = 2
+            results[f"k/{i}"] = r
+        lines = report.spread_section(results)
+        self.assertTrue(lines[0].startswith("13 of 15 figures have a spread"), lines[0])
+        rows = [l for l in lines if l.startswith("| `")]
+        self.assertEqual(len(rows), report.SPREAD_SHOWN)
+        self.assertTrue(rows[0].startswith("| `k/14` | 10 (10–24) GB/s | 140% |"), rows[0])
+        self.assertTrue(rows[-1].startswith("| `k/5` |"), rows[-1])
+        calm = {"k/0": results["k/0"]}
+        self.assertEqual(report.spread_section(calm), ["No figure has a spread over 10%."])
+
     def test_memory_limit_of_the_same_size(self):
         """The limit is the bandwidth benchmark of the nearest size; equally far
         sizes go to the larger whatever the rounding of bytes, and none more
