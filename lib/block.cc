@@ -1,7 +1,8 @@
 // Transformer block (attention + FFN with residuals and norms): contract in
 // include/tfk/tfk.h (tfk_block_*); design in docs/attention.md.
 //
-// Workspace: T[n, d_model] plus the larger of the MHA's and the FFN's.
+// Workspace: T[n, d_model], the caches' lengths (n int64_t) and the larger
+// of the MHA's and the FFN's.
 //   pre-LN:  T = N1(X); Y = X + MHA(T); T = N2(Y); Y = Y + FFN(T)
 //   post-LN: T = X + MHA(X); Y = N1(T); T = Y + FFN(Y); Y = N2(T)
 // Every residual add is fused into a projection's store; Y may be X.
@@ -53,6 +54,74 @@ bool InnerBytes(const tfk_block* b, size_t n, size_t* bytes) {
   }
   *bytes = m > f ? m : f;
   return true;
+}
+
+// tfk_block_forward's checks of n, X, Y and the workspace (block not null).
+// *need: the workspace bytes used.
+tfk_status CheckBlockForward(const char* fn, const tfk_block* block, size_t n, const float* X,
+                             size_t ldx, const float* Y, size_t ldy, const void* workspace,
+                             size_t workspace_bytes, size_t* need) {
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
+  if (tfk_block_workspace_size(block, n, need) != TFK_SUCCESS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
+  TFK_RETURN_IF_ERROR(CheckForward(fn, n, block->d_model, X, ldx, Y, ldy, nullptr, 0, workspace,
+                                   workspace_bytes, *need));
+  if (n > INT32_MAX) {  // tfk_attention's limit, checked before the norm writes
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) exceeds 2^31 - 1", n);
+  }
+  return TFK_SUCCESS;
+}
+
+// The block on checked arguments, in the first `need` bytes of workspace:
+// the n tokens are one sequence (caches null; cache or none) or one token of
+// each of n sequences (caches[i]).
+tfk_status BlockForward(const char* fn, const tfk_block* block, size_t n, const float* X,
+                        size_t ldx, float* Y, size_t ldy, tfk_kv_cache* cache,
+                        tfk_kv_cache* const* caches, void* workspace, size_t need) {
+  const size_t d = block->d_model;
+  WorkspaceCarver carve(workspace);
+  float* t = carve.Take(n * d);
+  // The caches' lengths before the call (int64_t, 2 floats each), to cut
+  // them back if a later step fails.
+  int64_t* lengths = reinterpret_cast<int64_t*>(carve.Take(2 * n));
+  const size_t count = caches != nullptr ? n : cache != nullptr ? 1 : 0;
+  tfk_kv_cache* const* list = caches != nullptr ? caches : &cache;
+  for (size_t i = 0; i < count; ++i) {
+    size_t length = 0;
+    tfk_kv_cache_info(list[i], &length, nullptr, nullptr);
+    lengths[i] = static_cast<int64_t>(length);
+  }
+  void* inner = carve.Take(0);
+  const size_t inner_bytes = need - WorkspaceBytes({n * d, 2 * n});  // InnerBytes(block, n)
+  const auto mha = [&](const float* x, size_t ldx_, float* y, size_t ldy_, const float* r,
+                       size_t ldr) {
+    return caches != nullptr ? tfk_mha_forward_batch(block->mha, n, x, ldx_, y, ldy_, r, ldr,
+                                                     caches, inner, inner_bytes)
+                             : tfk_mha_forward(block->mha, n, x, ldx_, y, ldy_, r, ldr, cache,
+                                               inner, inner_bytes);
+  };
+  const float *g1 = OrNull(block->g1), *b1 = OrNull(block->b1);
+  const float *g2 = OrNull(block->g2), *b2 = OrNull(block->b2);
+  tfk_status s;
+  if (!block->post_ln) {
+    s = Norm(block, n, X, ldx, g1, b1, t, d);
+    if (s == TFK_SUCCESS) s = mha(t, d, Y, ldy, X, ldx);
+    if (s == TFK_SUCCESS) s = Norm(block, n, Y, ldy, g2, b2, t, d);
+    if (s == TFK_SUCCESS) {
+      s = tfk_ffn_forward(block->ffn, n, t, d, Y, ldy, Y, ldy, inner, inner_bytes);
+    }
+  } else {
+    s = mha(X, ldx, t, d, X, ldx);
+    if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g1, b1, Y, ldy);
+    if (s == TFK_SUCCESS) {
+      s = tfk_ffn_forward(block->ffn, n, Y, ldy, t, d, Y, ldy, inner, inner_bytes);
+    }
+    if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g2, b2, Y, ldy);
+  }
+  // Out of memory after the attention appended: the caches keep their lengths.
+  if (s != TFK_SUCCESS) return FailRestoringCaches(s, fn, list, lengths, count);
+  return TFK_SUCCESS;
 }
 
 }  // namespace
@@ -123,7 +192,7 @@ TFK_API tfk_status tfk_block_workspace_size(const tfk_block* block, size_t n, si
   if (n > (SIZE_MAX / 16) / block->d_model || !InnerBytes(block, n, &inner)) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
   }
-  *bytes = WorkspaceBytes({n * block->d_model}) + inner;
+  *bytes = WorkspaceBytes({n * block->d_model, 2 * n}) + inner;
   return TFK_SUCCESS;
 }
 
@@ -134,50 +203,32 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const flo
   ClearError();
   const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
-  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
   size_t need = 0;
-  if (tfk_block_workspace_size(block, n, &need) != TFK_SUCCESS) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
-  }
-  TFK_RETURN_IF_ERROR(CheckForward(fn, n, block->d_model, X, ldx, Y, ldy, nullptr, 0, workspace,
-                                   workspace_bytes, need));
-  if (n > INT32_MAX) {  // tfk_attention's limit, checked before the norm writes
-    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) exceeds 2^31 - 1", n);
-  }
-  size_t len = 0;  // the cache's length before the call
+  TFK_RETURN_IF_ERROR(
+      CheckBlockForward(fn, block, n, X, ldx, Y, ldy, workspace, workspace_bytes, &need));
   if (cache != nullptr) {  // checked before the norm writes the workspace
-    size_t kv_heads = 0, head_dim = 0;
+    size_t kv_heads = 0, head_dim = 0, len = 0;
     MhaCacheShape(block->mha, &kv_heads, &head_dim);
     TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &len));
   }
-  const size_t d = block->d_model;
-  WorkspaceCarver carve(workspace);
-  float* t = carve.Take(n * d);
-  void* inner = carve.Take(0);
-  const size_t inner_bytes = need - WorkspaceBytes({n * d});  // InnerBytes(block, n)
-  const float *g1 = OrNull(block->g1), *b1 = OrNull(block->b1);
-  const float *g2 = OrNull(block->g2), *b2 = OrNull(block->b2);
-  tfk_status s;
-  if (!block->post_ln) {
-    s = Norm(block, n, X, ldx, g1, b1, t, d);
-    if (s == TFK_SUCCESS) {
-      s = tfk_mha_forward(block->mha, n, t, d, Y, ldy, X, ldx, cache, inner, inner_bytes);
-    }
-    if (s == TFK_SUCCESS) s = Norm(block, n, Y, ldy, g2, b2, t, d);
-    if (s == TFK_SUCCESS) {
-      s = tfk_ffn_forward(block->ffn, n, t, d, Y, ldy, Y, ldy, inner, inner_bytes);
-    }
-  } else {
-    s = tfk_mha_forward(block->mha, n, X, ldx, t, d, X, ldx, cache, inner, inner_bytes);
-    if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g1, b1, Y, ldy);
-    if (s == TFK_SUCCESS) {
-      s = tfk_ffn_forward(block->ffn, n, Y, ldy, t, d, Y, ldy, inner, inner_bytes);
-    }
-    if (s == TFK_SUCCESS) s = Norm(block, n, t, d, g2, b2, Y, ldy);
-  }
-  // Out of memory after the attention appended: the cache keeps its length.
-  if (s != TFK_SUCCESS) return FailRestoringCache(s, fn, cache, len);
-  return TFK_SUCCESS;
+  return BlockForward(fn, block, n, X, ldx, Y, ldy, cache, nullptr, workspace, need);
+}
+
+TFK_API tfk_status tfk_block_forward_batch(const tfk_block* block, size_t n, const float* X,
+                                           size_t ldx, float* Y, size_t ldy,
+                                           tfk_kv_cache* const* caches, void* workspace,
+                                           size_t workspace_bytes) {
+  const char* fn = "tfk_block_forward_batch";
+  ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
+  size_t need = 0;
+  TFK_RETURN_IF_ERROR(
+      CheckBlockForward(fn, block, n, X, ldx, Y, ldy, workspace, workspace_bytes, &need));
+  size_t kv_heads = 0, head_dim = 0;
+  MhaCacheShape(block->mha, &kv_heads, &head_dim);
+  TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim));
+  return BlockForward(fn, block, n, X, ldx, Y, ldy, nullptr, caches, workspace, need);
 }
 
 TFK_API void tfk_block_destroy(tfk_block* block) {

@@ -82,6 +82,14 @@ tfk_status FailRestoringCache(tfk_status s, const char* fn, tfk_kv_cache* cache,
   return Fail(s, fn, "%s", inner);
 }
 
+tfk_status FailRestoringCaches(tfk_status s, const char* fn, tfk_kv_cache* const* caches,
+                               const int64_t* lengths, size_t n) {
+  char inner[512];
+  snprintf(inner, sizeof(inner), "%s", tfk_last_error());
+  for (size_t i = 0; i < n; ++i) tfk_kv_cache_truncate(caches[i], static_cast<size_t>(lengths[i]));
+  return Fail(s, fn, "%s", inner);
+}
+
 tfk_status CheckLayout(const char* fn, tfk_layout layout) {
   if (layout == TFK_LAYOUT_KN || layout == TFK_LAYOUT_NK) return TFK_SUCCESS;
   return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout",
@@ -102,6 +110,35 @@ tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_hea
     return Fail(TFK_INVALID_ARGUMENT, fn,
                 "the cache (length %zu, capacity %zu) has no room for %zu tokens", *length,
                 capacity, n);
+  }
+  return TFK_SUCCESS;
+}
+
+tfk_status CheckBatchCaches(const char* fn, tfk_kv_cache* const* caches, size_t n,
+                            size_t n_kv_heads, size_t head_dim) {
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "caches", caches));
+  for (size_t i = 0; i < n; ++i) {
+    if (caches[i] == nullptr) return Fail(TFK_INVALID_ARGUMENT, fn, "caches[%zu] is NULL", i);
+    size_t length = 0;
+    if (CheckCache(fn, caches[i], n_kv_heads, head_dim, 1, &length) != TFK_SUCCESS) {
+      char inner[512];  // "fn: the cache ..." -> "fn: caches[i]: the cache ..."
+      const char* msg = tfk_last_error();
+      const size_t skip = strlen(fn) + 2;
+      snprintf(inner, sizeof(inner), "%s", strlen(msg) > skip ? msg + skip : msg);
+      return Fail(TFK_INVALID_ARGUMENT, fn, "caches[%zu]: %s", i, inner);
+    }
+  }
+  // A cache given twice would take two tokens of one step as one sequence.
+  // Pairwise: no memory to sort in (nothing is written before the checks
+  // pass), and n^2 / 2 compares are far below the step's own work (n tokens
+  // through every weight).
+  for (size_t i = 1; i < n; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (caches[i] == caches[j]) {
+        return Fail(TFK_INVALID_ARGUMENT, fn, "caches[%zu] and caches[%zu] are the same cache", j,
+                    i);
+      }
+    }
   }
   return TFK_SUCCESS;
 }

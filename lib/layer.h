@@ -64,6 +64,11 @@ tfk_status CheckLayout(const char* fn, tfk_layout layout);
 tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_heads,
                       size_t head_dim, size_t n, size_t* length);
 
+// Checks a batch's caches: caches not null, each caches[i] not null, of
+// n_kv_heads x head_dim, with room for one token, and no cache twice.
+tfk_status CheckBatchCaches(const char* fn, tfk_kv_cache* const* caches, size_t n,
+                            size_t n_kv_heads, size_t head_dim);
+
 // Fails a forward call (fn) that failed inside with status s (out of memory,
 // possibly after appending to cache, which may be null): the cache is cut
 // back to `length`, its length before the call, so that the caller can run
@@ -72,8 +77,25 @@ tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_hea
 // (as FailFrom; the truncation would clear it).
 tfk_status FailRestoringCache(tfk_status s, const char* fn, tfk_kv_cache* cache, size_t length);
 
+// FailRestoringCache for a batch: caches[i] is cut back to lengths[i].
+tfk_status FailRestoringCaches(tfk_status s, const char* fn, tfk_kv_cache* const* caches,
+                               const int64_t* lengths, size_t n);
+
 // The KV heads and head_dim of a layer (lib/mha.cc), for the block's checks.
 void MhaCacheShape(const tfk_mha* mha, size_t* n_kv_heads, size_t* head_dim);
+
+// tfk_mha_forward's checks of n, X, Y, R and the workspace (mha not null).
+tfk_status CheckMhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X,
+                           size_t ldx, const float* Y, size_t ldy, const float* R, size_t ldr,
+                           const void* workspace, size_t workspace_bytes);
+
+// The MHA forward on checked arguments, in tfk_mha_workspace_size(n) bytes
+// of workspace: the n tokens are one sequence (caches null; cache, at
+// length p0, or none) or one token of each of n sequences (caches[i]).
+// Fails (as fn) only for memory, with every cache cut back to its length.
+tfk_status MhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X, size_t ldx,
+                      float* Y, size_t ldy, const float* R, size_t ldr, tfk_kv_cache* cache,
+                      size_t p0, tfk_kv_cache* const* caches, void* workspace);
 
 }  // namespace detail
 }  // namespace tfk

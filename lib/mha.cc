@@ -97,6 +97,88 @@ void MhaCacheShape(const tfk_mha* mha, size_t* n_kv_heads, size_t* head_dim) {
   *n_kv_heads = mha->cfg.n_kv_heads;
   *head_dim = mha->cfg.head_dim;
 }
+
+tfk_status CheckMhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X,
+                           size_t ldx, const float* Y, size_t ldy, const float* R, size_t ldr,
+                           const void* workspace, size_t workspace_bytes) {
+  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
+  size_t need = 0;
+  if (tfk_mha_workspace_size(mha, n, &need) != TFK_SUCCESS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
+  }
+  TFK_RETURN_IF_ERROR(CheckForward(fn, n, mha->cfg.d_model, X, ldx, Y, ldy, R, ldr, workspace,
+                                   workspace_bytes, need));
+  if (n > INT32_MAX) {  // tfk_attention's limit, checked before anything is written
+    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) exceeds 2^31 - 1", n);
+  }
+  return TFK_SUCCESS;
+}
+
+tfk_status MhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X, size_t ldx,
+                      float* Y, size_t ldy, const float* R, size_t ldr, tfk_kv_cache* cache,
+                      size_t p0, tfk_kv_cache* const* caches, void* workspace) {
+  const tfk_mha_config& c = mha->cfg;
+  WorkspaceCarver ws(workspace);
+  float* qkv = ws.Take(n * mha->qkv_cols);
+  float* o = ws.Take(n * mha->q_cols);
+  // A batch's positions: each cache's length before the call (int64_t, 2
+  // floats each), for RoPE and to cut the caches back on failure.
+  int64_t* pos = reinterpret_cast<int64_t*>(ws.Take(2 * n));
+  if (caches != nullptr) {
+    for (size_t i = 0; i < n; ++i) {
+      size_t length = 0;
+      tfk_kv_cache_info(caches[i], &length, nullptr, nullptr);
+      pos[i] = static_cast<int64_t>(length);
+    }
+  }
+  const size_t ld = mha->qkv_cols;
+  float* q = qkv;
+  float* k = qkv + mha->q_cols;
+  float* v = k + mha->kv_cols;
+  const tfk_mask mask = c.causal ? TFK_MASK_CAUSAL : TFK_MASK_NONE;
+  // Kernel calls on validated arguments; they can fail only for memory (or,
+  // for the cache, if it does not match: checked first by its own call).
+  tfk_status s = tfk_linear_forward(mha->qkv, n, X, ldx, qkv, ld, nullptr, 0);
+  if (s == TFK_SUCCESS && c.rope) {
+    const int64_t start = static_cast<int64_t>(p0);
+    const int64_t* positions = caches != nullptr ? pos : nullptr;
+    s = tfk_rope(n, c.n_heads, c.head_dim, c.rope_dim, c.rope_pairing, c.rope_base, q, ld, start,
+                 positions);
+    if (s == TFK_SUCCESS) {
+      s = tfk_rope(n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_pairing, c.rope_base, k, ld,
+                   start, positions);
+    }
+  }
+  if (s == TFK_SUCCESS) {
+    if (caches != nullptr) {
+      // Token i is the next of sequence i: appended to its cache, it attends
+      // to that cache alone. Each attention call spreads its heads (and, for
+      // long caches, its keys) over the threads.
+      for (size_t i = 0; i < n && s == TFK_SUCCESS; ++i) {
+        s = tfk_kv_cache_append(caches[i], 1, k + i * ld, ld, v + i * ld, ld);
+      }
+      for (size_t i = 0; i < n && s == TFK_SUCCESS; ++i) {
+        s = tfk_kv_cache_attention(caches[i], 1, c.n_heads, q + i * ld, ld, o + i * mha->q_cols,
+                                   mha->q_cols, c.scale, mask);
+      }
+    } else if (cache != nullptr) {
+      s = tfk_kv_cache_append(cache, n, k, ld, v, ld);
+      if (s == TFK_SUCCESS) {
+        s = tfk_kv_cache_attention(cache, n, c.n_heads, q, ld, o, mha->q_cols, c.scale, mask);
+      }
+    } else {
+      s = tfk_attention(n, n, c.n_heads, c.n_kv_heads, c.head_dim, q, ld, k, ld, v, ld, o,
+                        mha->q_cols, c.scale, mask);
+    }
+  }
+  if (s == TFK_SUCCESS) s = tfk_linear_forward(mha->out, n, o, mha->q_cols, Y, ldy, R, ldr);
+  // Out of memory after an append: the caches keep their lengths.
+  if (s != TFK_SUCCESS) {
+    return caches != nullptr ? FailRestoringCaches(s, fn, caches, pos, n)
+                             : FailRestoringCache(s, fn, cache, p0);
+  }
+  return TFK_SUCCESS;
+}
 }  // namespace detail
 }  // namespace tfk
 
@@ -142,7 +224,7 @@ TFK_API tfk_status tfk_mha_workspace_size(const tfk_mha* mha, size_t n, size_t* 
   if (n > (SIZE_MAX / 16) / (mha->qkv_cols + mha->q_cols)) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
   }
-  *bytes = WorkspaceBytes({n * mha->qkv_cols, n * mha->q_cols});
+  *bytes = WorkspaceBytes({n * mha->qkv_cols, n * mha->q_cols, 2 * n});
   return TFK_SUCCESS;
 }
 
@@ -153,55 +235,30 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X,
   ClearError();
   const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
-  const tfk_mha_config& c = mha->cfg;
-  TFK_RETURN_IF_ERROR(CheckSize(fn, "n", n));
-  size_t need = 0;
-  if (tfk_mha_workspace_size(mha, n, &need) != TFK_SUCCESS) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) is too large", n);
-  }
-  TFK_RETURN_IF_ERROR(
-      CheckForward(fn, n, c.d_model, X, ldx, Y, ldy, R, ldr, workspace, workspace_bytes, need));
-  if (n > INT32_MAX) {  // tfk_attention's limit, checked before anything is written
-    return Fail(TFK_INVALID_ARGUMENT, fn, "n (%zu) exceeds 2^31 - 1", n);
-  }
+  TFK_RETURN_IF_ERROR(CheckMhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, workspace,
+                                      workspace_bytes));
   size_t p0 = 0;
   if (cache != nullptr) {
-    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, c.n_kv_heads, c.head_dim, n, &p0));
+    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, mha->cfg.n_kv_heads, mha->cfg.head_dim, n, &p0));
   }
-  WorkspaceCarver ws(workspace);
-  float* qkv = ws.Take(n * mha->qkv_cols);
-  float* o = ws.Take(n * mha->q_cols);
-  const size_t ld = mha->qkv_cols;
-  float* q = qkv;
-  float* k = qkv + mha->q_cols;
-  float* v = k + mha->kv_cols;
-  const tfk_mask mask = c.causal ? TFK_MASK_CAUSAL : TFK_MASK_NONE;
-  // Kernel calls on validated arguments; they can fail only for memory (or,
-  // for the cache, if it does not match: checked first by its own call).
-  tfk_status s = tfk_linear_forward(mha->qkv, n, X, ldx, qkv, ld, nullptr, 0);
-  if (s == TFK_SUCCESS && c.rope) {
-    s = tfk_rope(n, c.n_heads, c.head_dim, c.rope_dim, c.rope_pairing, c.rope_base, q, ld,
-                 static_cast<int64_t>(p0), nullptr);
-    if (s == TFK_SUCCESS) {
-      s = tfk_rope(n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_pairing, c.rope_base, k, ld,
-                   static_cast<int64_t>(p0), nullptr);
-    }
-  }
-  if (s == TFK_SUCCESS) {
-    if (cache != nullptr) {
-      s = tfk_kv_cache_append(cache, n, k, ld, v, ld);
-      if (s == TFK_SUCCESS) {
-        s = tfk_kv_cache_attention(cache, n, c.n_heads, q, ld, o, mha->q_cols, c.scale, mask);
-      }
-    } else {
-      s = tfk_attention(n, n, c.n_heads, c.n_kv_heads, c.head_dim, q, ld, k, ld, v, ld, o,
-                        mha->q_cols, c.scale, mask);
-    }
-  }
-  if (s == TFK_SUCCESS) s = tfk_linear_forward(mha->out, n, o, mha->q_cols, Y, ldy, R, ldr);
-  // Out of memory after the append: the cache keeps its length.
-  if (s != TFK_SUCCESS) return FailRestoringCache(s, fn, cache, p0);
-  return TFK_SUCCESS;
+  return tfk::detail::MhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, cache, p0, nullptr,
+                                 workspace);
+}
+
+TFK_API tfk_status tfk_mha_forward_batch(const tfk_mha* mha, size_t n, const float* X, size_t ldx,
+                                         float* Y, size_t ldy, const float* R, size_t ldr,
+                                         tfk_kv_cache* const* caches, void* workspace,
+                                         size_t workspace_bytes) {
+  const char* fn = "tfk_mha_forward_batch";
+  ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
+  TFK_RETURN_IF_ERROR(CheckMhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, workspace,
+                                      workspace_bytes));
+  TFK_RETURN_IF_ERROR(
+      CheckBatchCaches(fn, caches, n, mha->cfg.n_kv_heads, mha->cfg.head_dim));
+  return tfk::detail::MhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, nullptr, 0, caches,
+                                 workspace);
 }
 
 TFK_API void tfk_mha_destroy(tfk_mha* mha) {

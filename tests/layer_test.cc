@@ -393,6 +393,155 @@ TEST_P(LayerTest, BlockDecodingStepsEqualTheirComposition) {
   }
 }
 
+// Caches of n sequences with prompts of different lengths (1 + 7i mod 23
+// tokens), filled by tfk_block_forward; each has room for `steps` more.
+std::vector<tfk_kv_cache*> PrefilledCaches(tfk_block* h, size_t n, size_t d, tfk_dtype dtype,
+                                           size_t steps, uint32_t seed) {
+  std::vector<tfk_kv_cache*> caches(n);
+  std::vector<char> ws;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t len = 1 + (7 * i) % 23;
+    tfk::check(tfk_kv_cache_create(&caches[i], len + steps, 2, d / 4, dtype));
+    const auto X = Rand(len * d, 1.0f, seed + static_cast<uint32_t>(i));
+    std::vector<float> y(len * d);
+    size_t bytes = 0;
+    tfk::check(tfk_block_workspace_size(h, len, &bytes));
+    ws.resize(bytes);
+    tfk::check(tfk_block_forward(h, len, X.data(), d, y.data(), d, caches[i], ws.data(), bytes));
+  }
+  return caches;
+}
+
+void DestroyCaches(const std::vector<tfk_kv_cache*>& caches) {
+  for (tfk_kv_cache* c : caches) tfk_kv_cache_destroy(c);
+}
+
+// A batched decoding step (one token of each of n sequences, each with its
+// own cache, positions and lengths all different) gives the bits of n
+// one-token steps, through the block (in place) and through the MHA alone
+// (with a residual), for both cache types, batches that span several row
+// tiles of the matmul, and 1 or 2 threads; the caches grow by one token.
+TEST_P(LayerTest, BatchedDecodingEqualsOneSequenceAtATime) {
+  const size_t d = 32, steps = 2;
+  uint32_t seed = 300;
+  for (bool post_ln : {false, true}) {
+    const Block b(d, post_ln, post_ln ? TFK_NORM_LAYER : TFK_NORM_RMS, post_ln ? 2 : 1, seed++);
+    tfk_block* h = nullptr;
+    tfk_mha* m = nullptr;
+    ASSERT_EQ(tfk_block_create(&h, &b.cfg), TFK_SUCCESS) << tfk_last_error();
+    ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS) << tfk_last_error();
+    for (tfk_dtype dtype : {TFK_DTYPE_F32, TFK_DTYPE_BF16}) {
+      for (size_t n : {1, 3, 17}) {
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(testing::Message() << "post_ln " << post_ln << " dtype " << dtype << " n "
+                                          << n << " threads " << threads);
+          const auto batch = PrefilledCaches(h, n, d, dtype, 2 * steps, seed);
+          const auto one = PrefilledCaches(h, n, d, dtype, 2 * steps, seed);
+          size_t bb = 0, mb = 0;
+          tfk::check(tfk_block_workspace_size(h, n, &bb));
+          tfk::check(tfk_mha_workspace_size(m, n, &mb));
+          std::vector<char> ws(std::max(bb, mb) + 3);
+          for (size_t step = 0; step < steps; ++step) {
+            const auto X = Rand(n * d, 1.0f, seed + 100 + static_cast<uint32_t>(step));
+            const auto R = Rand(n * d, 1.0f, seed + 200 + static_cast<uint32_t>(step));
+            std::vector<float> got = X, want(n * d), got_m(n * d), want_m(n * d);
+            WithThreads(threads, [&] {
+              tfk::check(tfk_block_forward_batch(h, n, got.data(), d, got.data(), d, batch.data(),
+                                                 ws.data() + 3, bb));
+              tfk::check(tfk_mha_forward_batch(m, n, X.data(), d, got_m.data(), d, R.data(), d,
+                                               batch.data(), ws.data() + 1, mb));
+              for (size_t i = 0; i < n; ++i) {
+                tfk::check(tfk_block_forward(h, 1, &X[i * d], d, &want[i * d], d, one[i],
+                                             ws.data(), bb));
+                tfk::check(tfk_mha_forward(m, 1, &X[i * d], d, &want_m[i * d], d, &R[i * d], d,
+                                           one[i], ws.data(), mb));
+              }
+            });
+            ASSERT_TRUE(SameBits(want.data(), got.data(), n * d)) << "block, step " << step;
+            ASSERT_TRUE(SameBits(want_m.data(), got_m.data(), n * d)) << "mha, step " << step;
+          }
+          for (size_t i = 0; i < n; ++i) {
+            size_t len_b = 0, len_o = 0;
+            tfk::check(tfk_kv_cache_info(batch[i], &len_b, nullptr, nullptr));
+            tfk::check(tfk_kv_cache_info(one[i], &len_o, nullptr, nullptr));
+            ASSERT_EQ(len_b, 1 + (7 * i) % 23 + 2 * steps);
+            ASSERT_EQ(len_b, len_o);
+          }
+          DestroyCaches(batch);
+          DestroyCaches(one);
+        }
+      }
+    }
+    tfk_mha_destroy(m);
+    tfk_block_destroy(h);
+  }
+}
+
+// A batch's caches are checked before anything is written: no array, a
+// NULL entry, one cache twice, one of another shape or full; Y, the
+// workspace and every cache are left as they were.
+TEST_P(LayerTest, BatchedDecodingRefusals) {
+  const size_t d = 32, n = 4;
+  const Block b(d, false, TFK_NORM_RMS, 1, 400);
+  tfk_block* h = nullptr;
+  tfk_mha* m = nullptr;
+  ASSERT_EQ(tfk_block_create(&h, &b.cfg), TFK_SUCCESS);
+  ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS);
+  auto caches = PrefilledCaches(h, n, d, TFK_DTYPE_F32, 1, 401);
+  tfk_kv_cache* other = nullptr;  // 2 KV heads of d / 2: the wrong shape
+  tfk::check(tfk_kv_cache_create(&other, 8, 2, d / 2, TFK_DTYPE_F32));
+  tfk_kv_cache* full = nullptr;
+  tfk::check(tfk_kv_cache_create(&full, 1, 2, d / 4, TFK_DTYPE_F32));
+  const auto one_token = Rand(d, 1.0f, 402);
+  std::vector<float> unused(d);
+  std::vector<char> ws0(1 << 16);
+  tfk::check(tfk_block_forward(h, 1, one_token.data(), d, unused.data(), d, full, ws0.data(),
+                               ws0.size()));
+  const auto X = Rand(n * d, 1.0f, 403);
+  std::vector<float> Y(n * d, 7.0f);
+  std::vector<char> ws(1 << 16, 5);
+  const auto lengths = [&] {
+    std::vector<size_t> l;
+    for (tfk_kv_cache* c : caches) {
+      size_t len = 0;
+      tfk::check(tfk_kv_cache_info(c, &len, nullptr, nullptr));
+      l.push_back(len);
+    }
+    return l;
+  };
+  const auto before = lengths();
+  const auto refused = [&](tfk_kv_cache* const* list, const char* needle) {
+    EXPECT_EQ(tfk_block_forward_batch(h, n, X.data(), d, Y.data(), d, list, ws.data(), ws.size()),
+              TFK_INVALID_ARGUMENT)
+        << needle;
+    EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos) << tfk_last_error();
+    EXPECT_NE(std::string(tfk_last_error()).find("tfk_block_forward_batch"), std::string::npos);
+    EXPECT_EQ(tfk_mha_forward_batch(m, n, X.data(), d, Y.data(), d, nullptr, 0, list, ws.data(),
+                                    ws.size()),
+              TFK_INVALID_ARGUMENT)
+        << needle;
+    EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos) << tfk_last_error();
+    for (float y : Y) ASSERT_EQ(y, 7.0f) << needle;
+    for (char c : ws) ASSERT_EQ(c, 5) << needle;
+    EXPECT_EQ(lengths(), before) << needle;
+  };
+  refused(nullptr, "caches is NULL");
+  std::vector<tfk_kv_cache*> list = caches;
+  list[2] = nullptr;
+  refused(list.data(), "caches[2] is NULL");
+  list = caches, list[3] = caches[1];
+  refused(list.data(), "caches[1] and caches[3] are the same cache");
+  list = caches, list[1] = other;
+  refused(list.data(), "caches[1]: the cache holds 2 KV heads of 16");
+  list = caches, list[3] = full;
+  refused(list.data(), "caches[3]: the cache (length 1, capacity 1) has no room");
+  tfk_kv_cache_destroy(other);
+  tfk_kv_cache_destroy(full);
+  DestroyCaches(caches);
+  tfk_mha_destroy(m);
+  tfk_block_destroy(h);
+}
+
 TEST_P(LayerTest, SameBitsForAnyThreadCount) {
   const size_t d = 64, n = 150;
   const Block b(d, false, TFK_NORM_RMS, 1, 7);
@@ -431,18 +580,28 @@ TEST_P(LayerTest, ForwardStaysInsideItsWorkspace) {
     std::unique_ptr<tfk_ffn, decltype(&tfk_ffn_destroy)> gf(f, tfk_ffn_destroy);
     ASSERT_EQ(tfk_block_create(&blk, &b.cfg), TFK_SUCCESS);
     std::unique_ptr<tfk_block, decltype(&tfk_block_destroy)> gb(blk, tfk_block_destroy);
-    size_t need[3];
+    size_t need[5];
     tfk::check(tfk_mha_workspace_size(m, n, &need[0]));
     tfk::check(tfk_ffn_workspace_size(f, n, &need[1]));
     tfk::check(tfk_block_workspace_size(blk, n, &need[2]));
+    need[3] = need[0], need[4] = need[2];  // the batched MHA and block
+    // Batched decoding: each run appends a token to every cache, which is
+    // cut back to its prompt first.
+    const auto caches = PrefilledCaches(blk, n, d, TFK_DTYPE_F32, 1, 92);
     const auto run = [&](int layer, void* ws, size_t bytes, float* Y) {
+      for (size_t i = 0; i < n; ++i) tfk::check(tfk_kv_cache_truncate(caches[i], 1 + (7 * i) % 23));
       switch (layer) {
         case 0: return tfk_mha_forward(m, n, X.data(), d, Y, d, nullptr, 0, nullptr, ws, bytes);
         case 1: return tfk_ffn_forward(f, n, X.data(), d, Y, d, nullptr, 0, ws, bytes);
-        default: return tfk_block_forward(blk, n, X.data(), d, Y, d, nullptr, ws, bytes);
+        case 2: return tfk_block_forward(blk, n, X.data(), d, Y, d, nullptr, ws, bytes);
+        case 3:
+          return tfk_mha_forward_batch(m, n, X.data(), d, Y, d, nullptr, 0, caches.data(), ws,
+                                       bytes);
+        default:
+          return tfk_block_forward_batch(blk, n, X.data(), d, Y, d, caches.data(), ws, bytes);
       }
     };
-    for (int layer : {0, 1, 2}) {
+    for (int layer : {0, 1, 2, 3, 4}) {
       std::vector<float> want(n * d), got(n * d);
       std::vector<char> roomy(need[layer] + 4096);
       ASSERT_EQ(run(layer, roomy.data(), roomy.size(), want.data()), TFK_SUCCESS);
@@ -458,6 +617,7 @@ TEST_P(LayerTest, ForwardStaysInsideItsWorkspace) {
         ASSERT_TRUE(SameBits(want.data(), got.data(), n * d)) << "layer " << layer;
       }
     }
+    DestroyCaches(caches);
   }
 }
 
@@ -671,6 +831,22 @@ TEST_P(LayerTest, CppWrappers) {
             TFK_SUCCESS);
   EXPECT_TRUE(SameBits(a1.data(), a2.data(), 3 * 32));
   EXPECT_THROW(c.append(6, k3.data(), v3.data()), tfk::error);  // 9 > capacity 8
+  // forward_batch wraps the batched calls: two sequences, one token each.
+  tfk::kv_cache s0(4, 2, 8), s1(4, 2, 8), t0(4, 2, 8), t1(4, 2, 8);
+  tfk_kv_cache* const mine[2] = {s0.get(), s1.get()};
+  tfk_kv_cache* const theirs[2] = {t0.get(), t1.get()};
+  m.forward_batch(2, X.data(), a1.data(), nullptr, wm.data(), wm.size(), mine);
+  tfk::check(tfk_mha_forward_batch(m.get(), 2, X.data(), 32, a2.data(), 32, nullptr, 0, theirs,
+                                   wm.data(), wm.size()));
+  EXPECT_TRUE(SameBits(a1.data(), a2.data(), 2 * 32));
+  blk.forward_batch(2, X.data(), a1.data(), ws.data(), ws.size(), mine);
+  tfk::check(tfk_block_forward_batch(blk.get(), 2, X.data(), 32, a2.data(), 32, theirs, ws.data(),
+                                     ws.size()));
+  EXPECT_TRUE(SameBits(a1.data(), a2.data(), 2 * 32));
+  EXPECT_EQ(s0.length(), 2u);
+  tfk_kv_cache* const twice[2] = {s0.get(), s0.get()};
+  EXPECT_THROW(m.forward_batch(2, X.data(), a1.data(), nullptr, wm.data(), wm.size(), twice),
+               tfk::error);
 }
 
 TFK_INSTANTIATE_FOR_EACH_ISA(LayerTest);

@@ -387,6 +387,22 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n,
                                    tfk_kv_cache* cache, void* workspace,
                                    size_t workspace_bytes);
 
+/* Batched decoding: one new token of each of n sequences, each with its own
+ * KV cache. Row i of X is the next token of the sequence cached in
+ * caches[i] (n distinct caches, each with room for one more token): it is
+ * appended there at position = that cache's length, and attends to that
+ * cache alone. The projections run once over the n rows, so the weights are
+ * read once a step for all sequences instead of once for each; rows
+ * equal, bit for bit, n tfk_mha_forward calls of one token with the same
+ * caches. Errors and the caches' lengths on failure as tfk_mha_forward;
+ * the workspace is tfk_mha_workspace_size(n). */
+TFK_API tfk_status tfk_mha_forward_batch(const tfk_mha* mha, size_t n,
+                                         const float* X, size_t ldx, float* Y,
+                                         size_t ldy, const float* R, size_t ldr,
+                                         tfk_kv_cache* const* caches,
+                                         void* workspace,
+                                         size_t workspace_bytes);
+
 TFK_API void tfk_mha_destroy(tfk_mha* mha);
 
 typedef struct tfk_ffn_config {
@@ -452,6 +468,16 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n,
                                      const float* X, size_t ldx, float* Y,
                                      size_t ldy, tfk_kv_cache* cache,
                                      void* workspace, size_t workspace_bytes);
+/* Batched decoding through the block: row i of X is the next token of the
+ * sequence cached in caches[i], as in tfk_mha_forward_batch; equal, bit for
+ * bit, to n tfk_block_forward calls of one token. Workspace:
+ * tfk_block_workspace_size(n). */
+TFK_API tfk_status tfk_block_forward_batch(const tfk_block* block, size_t n,
+                                           const float* X, size_t ldx, float* Y,
+                                           size_t ldy,
+                                           tfk_kv_cache* const* caches,
+                                           void* workspace,
+                                           size_t workspace_bytes);
 TFK_API void tfk_block_destroy(tfk_block* block);
 
 #ifdef __cplusplus

@@ -255,6 +255,13 @@ class mha : public detail::layer<tfk_mha, tfk_mha_workspace_size, tfk_mha_destro
     check(tfk_mha_forward(h_, n, X, d_model_, Y, d_model_, R, d_model_,
                           cache ? cache->get() : nullptr, workspace, workspace_bytes));
   }
+  // Batched decoding: row i is the next token of the sequence in caches[i]
+  // (n distinct caches, e.g. the get() of n kv_cache objects).
+  void forward_batch(size_t n, const float* X, float* Y, const float* R, void* workspace,
+                     size_t workspace_bytes, tfk_kv_cache* const* caches) const {
+    check(tfk_mha_forward_batch(h_, n, X, d_model_, Y, d_model_, R, d_model_, caches, workspace,
+                                workspace_bytes));
+  }
 
  private:
   size_t d_model_;
@@ -289,6 +296,12 @@ class block : public detail::layer<tfk_block, tfk_block_workspace_size, tfk_bloc
                kv_cache* cache = nullptr) const {
     check(tfk_block_forward(h_, n, X, d_model_, Y, d_model_, cache ? cache->get() : nullptr,
                             workspace, workspace_bytes));
+  }
+  // Batched decoding: row i is the next token of the sequence in caches[i].
+  void forward_batch(size_t n, const float* X, float* Y, void* workspace, size_t workspace_bytes,
+                     tfk_kv_cache* const* caches) const {
+    check(tfk_block_forward_batch(h_, n, X, d_model_, Y, d_model_, caches, workspace,
+                                  workspace_bytes));
   }
 
  private:
