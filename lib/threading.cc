@@ -133,8 +133,14 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
   // cancellation (a host task group cancelled because a sibling threw), and
   // TBB would then run none of the tasks while the call reported success
   // with its output unwritten. tfk's bodies do not throw, so nothing cancels
-  // this one.
-  oneapi::tbb::task_group_context context(oneapi::tbb::task_group_context::isolated);
+  // this one. It captures tfk's floating-point environment (set here first):
+  // without its own, a context takes the one its arena captured when it was
+  // created, which TBB sets on every thread running the tasks, the waiting
+  // caller too, and then writes the caller's back with its status flags
+  // cleared (lib/fpenv.h).
+  const FpEnvScope fp_env;
+  oneapi::tbb::task_group_context context(oneapi::tbb::task_group_context::isolated,
+                                          oneapi::tbb::task_group_context::fp_settings);
   // The calling thread waits in an isolated region: it runs tfk's tasks
   // only. Otherwise, called from a host's parallel loop, it would take the
   // host's other tasks while it waited and run them inside this call: a
@@ -146,9 +152,9 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
     oneapi::tbb::parallel_for(
         oneapi::tbb::blocked_range<size_t>(0, tasks, 1),
         [=](const oneapi::tbb::blocked_range<size_t>& r) {
-          // A worker runs in its arena's environment (the one of the thread
-          // that created the arena), not the caller's: set tfk's.
-          const FpEnvScope fp_env;
+          // TBB has set the context's environment, tfk's; the scope makes
+          // sure of it at the cost of a read of the control register.
+          const FpEnvScope task_fp_env;
           // Chunk c gets base or base + 1 items (the first `extra` chunks).
           const size_t base = n / chunks, extra = n % chunks;
           const auto run = [=](size_t c) {
