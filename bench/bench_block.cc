@@ -4,9 +4,13 @@
 //            24 d^2 per token plus causal attention 2 n d per token);
 //   decode:  one token against a cache of 512 (fp32); counters tokens/s and
 //            bytes/s read (12 d^2 floats of weights and 2 x 512 x d of the
-//            cache's K and V per step: the bound).
+//            cache's K and V per step: the bound);
+//   decode_batch8: one token of each of 8 sequences with caches of 512
+//            (tfk_block_forward_batch): the weights are read once for the 8
+//            tokens, so tokens/s against decode's is what batching gains.
 // Labels: block/prefill_D4096_H32_L512/AVX2/threads:1,
-//         block/decode_D4096_H32_KV512/AVX2/threads:1.
+//         block/decode_D4096_H32_KV512/AVX2/threads:1,
+//         block/decode_batch8_D4096_H32_KV512/AVX2/threads:1.
 #include <cmath>
 #include <map>
 #include <memory>
@@ -52,13 +56,18 @@ BlockHandle& GetBlock(size_t d, size_t heads) {
   return *b;
 }
 
-void Register(size_t d, size_t heads, bool decode) {
-  const std::string name = std::string("block/") + (decode ? "decode" : "prefill") + "_D" +
-                           std::to_string(d) + "_H" + std::to_string(heads) +
-                           (decode ? "_KV" : "_L") + std::to_string(kTokens);
-  const size_t n = decode ? 1 : kTokens;
-  // Decoding reads the weights and the cache's K and V (kTokens x d each).
-  const double read_bytes = 12.0 * d * d * 4 + 2.0 * kTokens * d * 4;
+// batch: 0 for prefill, else the sequences of a decoding step (one token
+// each, with caches of kTokens).
+void Register(size_t d, size_t heads, size_t batch) {
+  const bool decode = batch > 0;
+  const std::string name = std::string("block/") +
+                           (!decode ? "prefill" : batch == 1 ? "decode" : "decode_batch") +
+                           (batch > 1 ? std::to_string(batch) : "") + "_D" + std::to_string(d) +
+                           "_H" + std::to_string(heads) + (decode ? "_KV" : "_L") +
+                           std::to_string(kTokens);
+  const size_t n = decode ? batch : kTokens;
+  // Decoding reads the weights and each cache's K and V (kTokens x d each).
+  const double read_bytes = 12.0 * d * d * 4 + batch * 2.0 * kTokens * d * 4;
   const double flops = n * (24.0 * d * d + (decode ? 4.0 * kTokens * d : 2.0 * kTokens * d));
   RegisterPerIsaState(name, benchmark::kMillisecond, [=](benchmark::State& state) {
     BlockHandle& b = GetBlock(d, heads);
@@ -66,20 +75,26 @@ void Register(size_t d, size_t heads, bool decode) {
     size_t bytes = 0;
     tfk::check(tfk_block_workspace_size(b.block, kTokens, &bytes));
     std::vector<char> ws(bytes);
-    tfk_kv_cache* cache = nullptr;
-    if (decode) {
-      // A cache holding kTokens tokens (their values do not matter for the
-      // time); each step appends one, truncated back after it.
-      Floats kv(kTokens * d, -1, 1);
-      tfk::check(tfk_kv_cache_create(&cache, kTokens + 1, heads, d / heads, TFK_DTYPE_F32));
-      tfk::check(tfk_kv_cache_append(cache, kTokens, kv.p, d, kv.p, d));
+    // Caches holding kTokens tokens each (their values do not matter for
+    // the time); each step appends one, truncated back after it.
+    std::vector<tfk_kv_cache*> caches(batch);
+    Floats kv(decode ? kTokens * d : 1, -1, 1);
+    for (tfk_kv_cache*& c : caches) {
+      tfk::check(tfk_kv_cache_create(&c, kTokens + 1, heads, d / heads, TFK_DTYPE_F32));
+      tfk::check(tfk_kv_cache_append(c, kTokens, kv.p, d, kv.p, d));
     }
     for (auto _ : state) {
-      tfk::check(tfk_block_forward(b.block, n, x.p, d, y.p, d, cache, ws.data(), bytes));
-      if (cache) tfk::check(tfk_kv_cache_truncate(cache, kTokens));
+      if (batch > 1) {
+        tfk::check(tfk_block_forward_batch(b.block, n, x.p, d, y.p, d, caches.data(), ws.data(),
+                                           bytes));
+      } else {
+        tfk::check(tfk_block_forward(b.block, n, x.p, d, y.p, d, decode ? caches[0] : nullptr,
+                                     ws.data(), bytes));
+      }
+      for (tfk_kv_cache* c : caches) tfk::check(tfk_kv_cache_truncate(c, kTokens));
       benchmark::DoNotOptimize(y.p);
     }
-    tfk_kv_cache_destroy(cache);
+    for (tfk_kv_cache* c : caches) tfk_kv_cache_destroy(c);
     state.counters["tokens_per_second"] =
         benchmark::Counter(static_cast<double>(n) * state.iterations(), benchmark::Counter::kIsRate);
     SetGflops(state, flops);
@@ -88,9 +103,9 @@ void Register(size_t d, size_t heads, bool decode) {
 }
 
 const bool kRegistered = [] {
-  for (bool decode : {false, true}) {
-    Register(1024, 16, decode);
-    Register(4096, 32, decode);
+  for (size_t batch : {0, 1, 8}) {
+    Register(1024, 16, batch);
+    Register(4096, 32, batch);
   }
   return true;
 }();
