@@ -170,12 +170,12 @@ TFK_API tfk_status tfk_activate(tfk_activation act, size_t rows, size_t cols,
   const char* fn = "tfk_activate";
   tfk::detail::ClearError();
   const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
-  if (act != TFK_ACT_RELU && act != TFK_ACT_GELU_ERF && act != TFK_ACT_GELU_TANH &&
-      act != TFK_ACT_SILU) {
+  const int a = tfk::detail::RawEnum(act);
+  if (a != TFK_ACT_RELU && a != TFK_ACT_GELU_ERF && a != TFK_ACT_GELU_TANH && a != TFK_ACT_SILU) {
     return tfk::detail::Fail(TFK_INVALID_ARGUMENT, fn,
                              "act (%d) is not TFK_ACT_RELU, TFK_ACT_GELU_ERF, "
                              "TFK_ACT_GELU_TANH or TFK_ACT_SILU",
-                             static_cast<int>(act));
+                             a);
   }
   TFK_RETURN_IF_ERROR(CheckSize(fn, "rows", rows));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "cols", cols));

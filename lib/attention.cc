@@ -516,8 +516,8 @@ extern "C" TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t 
   if (overlaps(K, ldk)) return Fail(TFK_INVALID_ARGUMENT, fn, "O overlaps K");
   if (overlaps(V, ldv)) return Fail(TFK_INVALID_ARGUMENT, fn, "O overlaps V");
   if (!isfinite(scale)) return Fail(TFK_INVALID_ARGUMENT, fn, "scale (%g) is not finite", scale);
-  if (mask != TFK_MASK_NONE && mask != TFK_MASK_CAUSAL) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", static_cast<int>(mask));
+  if (RawEnum(mask) != TFK_MASK_NONE && RawEnum(mask) != TFK_MASK_CAUSAL) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", RawEnum(mask));
   }
   tfk::AttentionArgs a{};
   a.q_len = q_len, a.kv_len = kv_len, a.n_heads = n_heads, a.n_kv_heads = n_kv_heads;

@@ -142,9 +142,8 @@ TFK_API tfk_status tfk_block_create(tfk_block** out, const tfk_block_config* con
   if (c.post_ln != 0 && c.post_ln != 1) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "post_ln (%d) is not 0 or 1", c.post_ln);
   }
-  if (c.norm != TFK_NORM_LAYER && c.norm != TFK_NORM_RMS) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "norm (%d) is not a tfk_norm_kind",
-                static_cast<int>(c.norm));
+  if (RawEnum(c.norm) != TFK_NORM_LAYER && RawEnum(c.norm) != TFK_NORM_RMS) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "norm (%d) is not a tfk_norm_kind", RawEnum(c.norm));
   }
   if (!(c.eps >= 0.0f) || !isfinite(c.eps)) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "eps (%g) is not finite and >= 0", c.eps);

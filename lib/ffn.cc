@@ -43,12 +43,13 @@ TFK_API tfk_status tfk_ffn_create(tfk_ffn** out, const tfk_ffn_config* config) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "d_model (%zu) or d_ff (%zu) is too large", c.d_model,
                 c.d_ff);
   }
-  if (c.act != TFK_ACT_RELU && c.act != TFK_ACT_GELU_ERF && c.act != TFK_ACT_GELU_TANH &&
-      c.act != TFK_ACT_SILU) {
+  const int act = RawEnum(c.act);
+  if (act != TFK_ACT_RELU && act != TFK_ACT_GELU_ERF && act != TFK_ACT_GELU_TANH &&
+      act != TFK_ACT_SILU) {
     return Fail(TFK_INVALID_ARGUMENT, fn,
                 "act (%d) is not TFK_ACT_RELU, TFK_ACT_GELU_ERF, TFK_ACT_GELU_TANH or "
                 "TFK_ACT_SILU",
-                static_cast<int>(c.act));
+                act);
   }
   if (c.gated != 0 && c.gated != 1) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "gated (%d) is not 0 or 1", c.gated);

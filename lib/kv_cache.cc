@@ -71,8 +71,8 @@ TFK_API tfk_status tfk_kv_cache_create(tfk_kv_cache** out, size_t capacity, size
   if (head_dim > tfk::kMaxHeadDim) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "head_dim (%zu) > %zu", head_dim, tfk::kMaxHeadDim);
   }
-  if (dtype != TFK_DTYPE_F32 && dtype != TFK_DTYPE_BF16) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "dtype (%d) is not a tfk_dtype", static_cast<int>(dtype));
+  if (RawEnum(dtype) != TFK_DTYPE_F32 && RawEnum(dtype) != TFK_DTYPE_BF16) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "dtype (%d) is not a tfk_dtype", RawEnum(dtype));
   }
   if (capacity > INT32_MAX || n_kv_heads > (SIZE_MAX / 8 / head_dim) / capacity) {
     return Fail(TFK_INVALID_ARGUMENT, fn,
@@ -139,8 +139,8 @@ TFK_API tfk_status tfk_kv_cache_attention(const tfk_kv_cache* cache, size_t q_le
   TFK_RETURN_IF_ERROR(CheckMatrix(fn, "O", O, q_len, cols, ldo));
   TFK_RETURN_IF_ERROR(CheckAliasing(fn, "Q", Q, ldq, "O", O, ldo, q_len, cols));
   if (!isfinite(scale)) return Fail(TFK_INVALID_ARGUMENT, fn, "scale (%g) is not finite", scale);
-  if (mask != TFK_MASK_NONE && mask != TFK_MASK_CAUSAL) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", static_cast<int>(mask));
+  if (RawEnum(mask) != TFK_MASK_NONE && RawEnum(mask) != TFK_MASK_CAUSAL) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", RawEnum(mask));
   }
   tfk::AttentionArgs a{};
   a.q_len = q_len, a.kv_len = cache->length, a.n_heads = n_heads;

@@ -90,10 +90,10 @@ tfk_status FailRestoringCaches(tfk_status s, const char* fn, tfk_kv_cache* const
   return Fail(s, fn, "%s", inner);
 }
 
-tfk_status CheckLayout(const char* fn, tfk_layout layout) {
-  if (layout == TFK_LAYOUT_KN || layout == TFK_LAYOUT_NK) return TFK_SUCCESS;
-  return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout",
-              static_cast<int>(layout));
+tfk_status CheckLayout(const char* fn, const tfk_layout& layout) {
+  const int l = RawEnum(layout);
+  if (l == TFK_LAYOUT_KN || l == TFK_LAYOUT_NK) return TFK_SUCCESS;
+  return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout", l);
 }
 
 tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_heads,

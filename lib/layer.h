@@ -57,7 +57,8 @@ tfk_status CheckForward(const char* fn, size_t n, size_t cols, const float* X, s
                         const void* workspace, size_t workspace_bytes, size_t need);
 
 // tfk_status of a layout argument.
-tfk_status CheckLayout(const char* fn, tfk_layout layout);
+// By reference: an invalid value is read as an int (RawEnum), never as the enum.
+tfk_status CheckLayout(const char* fn, const tfk_layout& layout);
 
 // Checks that cache (not null) holds n_kv_heads x head_dim per token and has
 // room for n more tokens; sets *length to its current length.

@@ -528,10 +528,9 @@ using namespace tfk::detail;  // NOLINT
 
 // B [K,N] (KN, ldb >= N) or [N,K] (NK, ldb >= K).
 tfk_status CheckB(const char* fn, const char* name, const float* B, size_t ldb,
-                  tfk_layout layout, size_t K, size_t N) {
-  if (layout != TFK_LAYOUT_KN && layout != TFK_LAYOUT_NK) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout",
-                static_cast<int>(layout));
+                  const tfk_layout& layout, size_t K, size_t N) {
+  if (RawEnum(layout) != TFK_LAYOUT_KN && RawEnum(layout) != TFK_LAYOUT_NK) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "layout (%d) is not a tfk_layout", RawEnum(layout));
   }
   return layout == TFK_LAYOUT_KN ? CheckMatrix(fn, name, B, K, N, ldb)
                                  : CheckMatrix(fn, name, B, N, K, ldb);
@@ -545,13 +544,13 @@ bool Overlaps(const float* a, size_t rows_a, size_t cols_a, size_t lda, const fl
   return a0 < b1 && b0 < a1;
 }
 
-tfk_status CheckAct(const char* fn, tfk_activation act) {
-  if (act == TFK_ACT_NONE || act == TFK_ACT_RELU || act == TFK_ACT_GELU_ERF ||
-      act == TFK_ACT_GELU_TANH || act == TFK_ACT_SILU) {
+tfk_status CheckAct(const char* fn, const tfk_activation& act) {
+  const int a = RawEnum(act);
+  if (a == TFK_ACT_NONE || a == TFK_ACT_RELU || a == TFK_ACT_GELU_ERF || a == TFK_ACT_GELU_TANH ||
+      a == TFK_ACT_SILU) {
     return TFK_SUCCESS;
   }
-  return Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not a tfk_activation",
-              static_cast<int>(act));
+  return Fail(TFK_INVALID_ARGUMENT, fn, "act (%d) is not a tfk_activation", a);
 }
 
 // Runs the multiplication. Out of memory for the per-thread workspace is the

@@ -70,9 +70,10 @@ tfk_status Validate(const char* fn, tfk_mha_config& c) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "rope (%d) is not 0 or 1", c.rope);
   }
   if (c.rope) {
-    if (c.rope_pairing != TFK_ROPE_INTERLEAVED && c.rope_pairing != TFK_ROPE_HALF) {
+    const int pairing = RawEnum(c.rope_pairing);
+    if (pairing != TFK_ROPE_INTERLEAVED && pairing != TFK_ROPE_HALF) {
       return Fail(TFK_INVALID_ARGUMENT, fn, "rope_pairing (%d) is not a tfk_rope_pairing",
-                  static_cast<int>(c.rope_pairing));
+                  pairing);
     }
     if (c.rope_dim == 0) c.rope_dim = c.head_dim;
     if (c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim) {

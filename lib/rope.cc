@@ -144,9 +144,9 @@ extern "C" TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_
     return Fail(TFK_INVALID_ARGUMENT, fn, "rotary_dim (%zu) > %zu", rotary_dim,
                 tfk::kMaxRotaryDim);
   }
-  if (pairing != TFK_ROPE_INTERLEAVED && pairing != TFK_ROPE_HALF) {
+  if (RawEnum(pairing) != TFK_ROPE_INTERLEAVED && RawEnum(pairing) != TFK_ROPE_HALF) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "pairing (%d) is not a tfk_rope_pairing",
-                static_cast<int>(pairing));
+                RawEnum(pairing));
   }
   if (!(base > 1.0) || !isfinite(base)) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "base (%g) is not finite and > 1", base);

@@ -697,8 +697,8 @@ extern "C" TFK_API tfk_status tfk_softmax(size_t rows, size_t cols, const float*
   TFK_RETURN_IF_ERROR(CheckMatrix(fn, "y", y, rows, cols, ldy));
   TFK_RETURN_IF_ERROR(CheckAliasing(fn, "x", x, ldx, "y", y, ldy, rows, cols));
   if (!isfinite(scale)) return Fail(TFK_INVALID_ARGUMENT, fn, "scale (%g) is not finite", scale);
-  if (mask != TFK_MASK_NONE && mask != TFK_MASK_CAUSAL) {
-    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", static_cast<int>(mask));
+  if (RawEnum(mask) != TFK_MASK_NONE && RawEnum(mask) != TFK_MASK_CAUSAL) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "mask (%d) is not a tfk_mask", RawEnum(mask));
   }
   if (mask == TFK_MASK_CAUSAL) {
     TFK_RETURN_IF_ERROR(CheckSize(fn, "q_len", q_len));

@@ -5,6 +5,7 @@
 #define TFK_LIB_STATUS_H_
 
 #include <stddef.h>
+#include <string.h>
 
 #include "tfk/tfk.h"
 
@@ -19,6 +20,19 @@ tfk_status Fail(tfk_status status, const char* fn, const char* format, ...)
 // passing on the failure of a call it made ("tfk_block_create:
 // tfk_mha_create: n_heads is 0").
 tfk_status FailFrom(tfk_status status, const char* fn);
+
+// The int a caller passed for a C enum parameter or field. C passes any int;
+// C++ leaves reading an enum object whose value lies outside its
+// enumerators' range undefined (UBSan's -fsanitize=enum reports the load),
+// so the checks read the object's bytes instead; after them the enum is
+// valid and read as usual.
+template <class E>
+inline int RawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "a C enum here is int-sized");
+  int v;
+  memcpy(&v, &e, sizeof(v));
+  return v;
+}
 
 // Clears this thread's last error (called on entry by every public function).
 void ClearError();
