@@ -124,6 +124,27 @@ tfk_status BlockForward(const char* fn, const tfk_block* block, size_t n, const 
   return TFK_SUCCESS;
 }
 
+// A public forward (fn): checks everything, the cache or (batch) the
+// batch's caches included, before anything is written, then runs.
+tfk_status BlockCall(const char* fn, const tfk_block* block, size_t n, const float* X,
+                     size_t ldx, float* Y, size_t ldy, tfk_kv_cache* cache, bool batch,
+                     tfk_kv_cache* const* caches, void* workspace, size_t workspace_bytes) {
+  ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
+  size_t need = 0;
+  TFK_RETURN_IF_ERROR(
+      CheckBlockForward(fn, block, n, X, ldx, Y, ldy, workspace, workspace_bytes, &need));
+  size_t kv_heads = 0, head_dim = 0, len = 0;
+  MhaCacheShape(block->mha, &kv_heads, &head_dim);
+  if (batch) {
+    TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim));
+  } else if (cache != nullptr) {
+    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &len));
+  }
+  return BlockForward(fn, block, n, X, ldx, Y, ldy, cache, caches, workspace, need);
+}
+
 }  // namespace
 
 extern "C" {
@@ -198,36 +219,16 @@ TFK_API tfk_status tfk_block_workspace_size(const tfk_block* block, size_t n, si
 TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n, const float* X,
                                      size_t ldx, float* Y, size_t ldy, tfk_kv_cache* cache,
                                      void* workspace, size_t workspace_bytes) {
-  const char* fn = "tfk_block_forward";
-  ClearError();
-  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
-  size_t need = 0;
-  TFK_RETURN_IF_ERROR(
-      CheckBlockForward(fn, block, n, X, ldx, Y, ldy, workspace, workspace_bytes, &need));
-  if (cache != nullptr) {  // checked before the norm writes the workspace
-    size_t kv_heads = 0, head_dim = 0, len = 0;
-    MhaCacheShape(block->mha, &kv_heads, &head_dim);
-    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &len));
-  }
-  return BlockForward(fn, block, n, X, ldx, Y, ldy, cache, nullptr, workspace, need);
+  return BlockCall("tfk_block_forward", block, n, X, ldx, Y, ldy, cache, false, nullptr,
+                   workspace, workspace_bytes);
 }
 
 TFK_API tfk_status tfk_block_forward_batch(const tfk_block* block, size_t n, const float* X,
                                            size_t ldx, float* Y, size_t ldy,
                                            tfk_kv_cache* const* caches, void* workspace,
                                            size_t workspace_bytes) {
-  const char* fn = "tfk_block_forward_batch";
-  ClearError();
-  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "block", block));
-  size_t need = 0;
-  TFK_RETURN_IF_ERROR(
-      CheckBlockForward(fn, block, n, X, ldx, Y, ldy, workspace, workspace_bytes, &need));
-  size_t kv_heads = 0, head_dim = 0;
-  MhaCacheShape(block->mha, &kv_heads, &head_dim);
-  TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim));
-  return BlockForward(fn, block, n, X, ldx, Y, ldy, nullptr, caches, workspace, need);
+  return BlockCall("tfk_block_forward_batch", block, n, X, ldx, Y, ldy, nullptr, true, caches,
+                   workspace, workspace_bytes);
 }
 
 TFK_API void tfk_block_destroy(tfk_block* block) {

@@ -85,19 +85,6 @@ tfk_status FailRestoringCaches(tfk_status s, const char* fn, tfk_kv_cache* const
 // The KV heads and head_dim of a layer (lib/mha.cc), for the block's checks.
 void MhaCacheShape(const tfk_mha* mha, size_t* n_kv_heads, size_t* head_dim);
 
-// tfk_mha_forward's checks of n, X, Y, R and the workspace (mha not null).
-tfk_status CheckMhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X,
-                           size_t ldx, const float* Y, size_t ldy, const float* R, size_t ldr,
-                           const void* workspace, size_t workspace_bytes);
-
-// The MHA forward on checked arguments, in tfk_mha_workspace_size(n) bytes
-// of workspace: the n tokens are one sequence (caches null; cache, at
-// length p0, or none) or one token of each of n sequences (caches[i]).
-// Fails (as fn) only for memory, with every cache cut back to its length.
-tfk_status MhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X, size_t ldx,
-                      float* Y, size_t ldy, const float* R, size_t ldr, tfk_kv_cache* cache,
-                      size_t p0, tfk_kv_cache* const* caches, void* workspace);
-
 }  // namespace detail
 }  // namespace tfk
 

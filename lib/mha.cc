@@ -99,6 +99,12 @@ void MhaCacheShape(const tfk_mha* mha, size_t* n_kv_heads, size_t* head_dim) {
   *head_dim = mha->cfg.head_dim;
 }
 
+}  // namespace detail
+}  // namespace tfk
+
+namespace {
+
+// A forward's checks of n, X, Y, R and the workspace (mha not null).
 tfk_status CheckMhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X,
                            size_t ldx, const float* Y, size_t ldy, const float* R, size_t ldr,
                            const void* workspace, size_t workspace_bytes) {
@@ -115,6 +121,10 @@ tfk_status CheckMhaForward(const char* fn, const tfk_mha* mha, size_t n, const f
   return TFK_SUCCESS;
 }
 
+// The forward on checked arguments, in tfk_mha_workspace_size(n) bytes of
+// workspace: the n tokens are one sequence (caches null; cache, at length
+// p0, or none) or one token of each of n sequences (caches[i]). Fails (as
+// fn) only for memory, with every cache cut back to its length.
 tfk_status MhaForward(const char* fn, const tfk_mha* mha, size_t n, const float* X, size_t ldx,
                       float* Y, size_t ldy, const float* R, size_t ldr, tfk_kv_cache* cache,
                       size_t p0, tfk_kv_cache* const* caches, void* workspace) {
@@ -180,8 +190,29 @@ tfk_status MhaForward(const char* fn, const tfk_mha* mha, size_t n, const float*
   }
   return TFK_SUCCESS;
 }
-}  // namespace detail
-}  // namespace tfk
+
+// A public forward (fn): checks everything, the cache or (batch) the
+// batch's caches included, before anything is written, then runs.
+tfk_status MhaCall(const char* fn, const tfk_mha* mha, size_t n, const float* X, size_t ldx,
+                   float* Y, size_t ldy, const float* R, size_t ldr, tfk_kv_cache* cache,
+                   bool batch, tfk_kv_cache* const* caches, void* workspace,
+                   size_t workspace_bytes) {
+  ClearError();
+  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
+  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
+  TFK_RETURN_IF_ERROR(CheckMhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, workspace,
+                                      workspace_bytes));
+  const size_t kv_heads = mha->cfg.n_kv_heads, head_dim = mha->cfg.head_dim;
+  size_t p0 = 0;
+  if (batch) {
+    TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim));
+  } else if (cache != nullptr) {
+    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &p0));
+  }
+  return MhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, cache, p0, caches, workspace);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -232,34 +263,16 @@ TFK_API tfk_status tfk_mha_workspace_size(const tfk_mha* mha, size_t n, size_t* 
 TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n, const float* X, size_t ldx,
                                    float* Y, size_t ldy, const float* R, size_t ldr,
                                    tfk_kv_cache* cache, void* workspace, size_t workspace_bytes) {
-  const char* fn = "tfk_mha_forward";
-  ClearError();
-  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
-  TFK_RETURN_IF_ERROR(CheckMhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, workspace,
-                                      workspace_bytes));
-  size_t p0 = 0;
-  if (cache != nullptr) {
-    TFK_RETURN_IF_ERROR(CheckCache(fn, cache, mha->cfg.n_kv_heads, mha->cfg.head_dim, n, &p0));
-  }
-  return tfk::detail::MhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, cache, p0, nullptr,
-                                 workspace);
+  return MhaCall("tfk_mha_forward", mha, n, X, ldx, Y, ldy, R, ldr, cache, false, nullptr,
+                 workspace, workspace_bytes);
 }
 
 TFK_API tfk_status tfk_mha_forward_batch(const tfk_mha* mha, size_t n, const float* X, size_t ldx,
                                          float* Y, size_t ldy, const float* R, size_t ldr,
                                          tfk_kv_cache* const* caches, void* workspace,
                                          size_t workspace_bytes) {
-  const char* fn = "tfk_mha_forward_batch";
-  ClearError();
-  const tfk::detail::FpEnvScope fp_env;  // tfk's FP environment from here on (lib/fpenv.h)
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "mha", mha));
-  TFK_RETURN_IF_ERROR(CheckMhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, workspace,
-                                      workspace_bytes));
-  TFK_RETURN_IF_ERROR(
-      CheckBatchCaches(fn, caches, n, mha->cfg.n_kv_heads, mha->cfg.head_dim));
-  return tfk::detail::MhaForward(fn, mha, n, X, ldx, Y, ldy, R, ldr, nullptr, 0, caches,
-                                 workspace);
+  return MhaCall("tfk_mha_forward_batch", mha, n, X, ldx, Y, ldy, R, ldr, nullptr, true, caches,
+                 workspace, workspace_bytes);
 }
 
 TFK_API void tfk_mha_destroy(tfk_mha* mha) {
