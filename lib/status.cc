@@ -95,7 +95,7 @@ tfk_status CheckAliasing(const char* fn, const char* x_name, const void* x,
 extern "C" {
 
 TFK_API const char* tfk_status_string(tfk_status status) {
-  switch (status) {
+  switch (tfk::detail::RawEnum(status)) {  // any int may come from C
     case TFK_SUCCESS: return "success";
     case TFK_INVALID_ARGUMENT: return "invalid argument";
     case TFK_UNSUPPORTED_ISA: return "unsupported ISA";

@@ -310,7 +310,7 @@ TEST_P(AttentionTest, Errors) {
                        const float* Q, size_t ldq, const float* K, size_t ldk, const float* V,
                        size_t ldv, float* O, size_t ldo, float scale, int mask) {
     return tfk_attention(q_len, kv_len, nh, nkv, d, Q, ldq, K, ldk, V, ldv, O, ldo, scale,
-                         static_cast<tfk_mask>(mask));
+                         EnumFromInt<tfk_mask>(mask));
   };
   float* q = pb.q.data();
   float* k = pb.k.data();
@@ -510,7 +510,7 @@ TEST_P(KvCacheTest, Errors) {
   EXPECT_EQ(tfk_kv_cache_create(&c, 0, 1, 8, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tfk_last_error()).find("capacity"), std::string::npos);
   EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 300, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
-  EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 8, static_cast<tfk_dtype>(5)), TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 8, EnumFromInt<tfk_dtype>(5)), TFK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tfk_last_error()).find("dtype"), std::string::npos);
   EXPECT_EQ(tfk_kv_cache_create(nullptr, 4, 1, 8, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
   // capacity x n_kv_heads x head_dim x 4 bytes x 2 wraps size_t (to 0).

@@ -431,7 +431,7 @@ TEST_P(LayerTest, BatchedDecodingEqualsOneSequenceAtATime) {
     ASSERT_EQ(tfk_block_create(&h, &b.cfg), TFK_SUCCESS) << tfk_last_error();
     ASSERT_EQ(tfk_mha_create(&m, &b.mha.cfg), TFK_SUCCESS) << tfk_last_error();
     for (tfk_dtype dtype : {TFK_DTYPE_F32, TFK_DTYPE_BF16}) {
-      for (size_t n : {1, 3, 17}) {
+      for (size_t n : {1, 3, 8, 12, 17}) {  // 8 and 12: AVX-512's split row tiles
         for (int threads : {1, 2}) {
           SCOPED_TRACE(testing::Message() << "post_ln " << post_ln << " dtype " << dtype << " n "
                                           << n << " threads " << threads);

@@ -602,7 +602,7 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
   expect(TFK_INVALID_ARGUMENT, "B is NULL",
          tfk_matmul(2, 4, 4, 1, a.data(), 4, nullptr, 4, TFK_LAYOUT_KN, 0, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "layout (7)",
-         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, static_cast<tfk_layout>(7), 0, c.data(), 4));
+         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, EnumFromInt<tfk_layout>(7), 0, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "alpha",
          tfk_matmul(2, 4, 4, NAN, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "C overlaps A",
@@ -614,7 +614,7 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
          tfk_linear_create(nullptr, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
   expect(TFK_INVALID_ARGUMENT, "act (9)",
          tfk_linear_create(&h, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr,
-                           static_cast<tfk_activation>(9)));
+                           EnumFromInt<tfk_activation>(9)));
   EXPECT_EQ(h, nullptr);
   expect(TFK_INVALID_ARGUMENT, "leading dimension of W",
          tfk_linear_create(&h, 4, 4, b.data(), 2, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
