@@ -76,10 +76,8 @@ tfk_status CheckForward(const char* fn, size_t n, size_t cols, const float* X, s
 
 tfk_status FailRestoringCache(tfk_status s, const char* fn, tfk_kv_cache* cache,
                               size_t length) {
-  char inner[512];
-  snprintf(inner, sizeof(inner), "%s", tfk_last_error());
-  if (cache != nullptr) tfk_kv_cache_truncate(cache, length);
-  return Fail(s, fn, "%s", inner);
+  const int64_t len = static_cast<int64_t>(length);
+  return FailRestoringCaches(s, fn, &cache, &len, cache != nullptr ? 1 : 0);
 }
 
 tfk_status FailRestoringCaches(tfk_status s, const char* fn, tfk_kv_cache* const* caches,
