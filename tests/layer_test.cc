@@ -500,16 +500,7 @@ TEST_P(LayerTest, BatchedDecodingRefusals) {
   const auto X = Rand(n * d, 1.0f, 403);
   std::vector<float> Y(n * d, 7.0f);
   std::vector<char> ws(1 << 16, 5);
-  const auto lengths = [&] {
-    std::vector<size_t> l;
-    for (tfk_kv_cache* c : caches) {
-      size_t len = 0;
-      tfk::check(tfk_kv_cache_info(c, &len, nullptr, nullptr));
-      l.push_back(len);
-    }
-    return l;
-  };
-  const auto before = lengths();
+  const auto before = CacheLengths(caches);
   const auto refused = [&](tfk_kv_cache* const* list, const char* needle) {
     EXPECT_EQ(tfk_block_forward_batch(h, n, X.data(), d, Y.data(), d, list, ws.data(), ws.size()),
               TFK_INVALID_ARGUMENT)
@@ -523,7 +514,7 @@ TEST_P(LayerTest, BatchedDecodingRefusals) {
     EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos) << tfk_last_error();
     for (float y : Y) ASSERT_EQ(y, 7.0f) << needle;
     for (char c : ws) ASSERT_EQ(c, 5) << needle;
-    EXPECT_EQ(lengths(), before) << needle;
+    EXPECT_EQ(CacheLengths(caches), before) << needle;
   };
   refused(nullptr, "caches is NULL");
   std::vector<tfk_kv_cache*> list = caches;

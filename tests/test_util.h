@@ -141,6 +141,17 @@ inline size_t ActiveLanes() {
   return isa.rfind("AVX3", 0) == 0 ? 16 : isa == "AVX2" ? 8 : 4;
 }
 
+// The caches' lengths, in order.
+inline std::vector<size_t> CacheLengths(const std::vector<tfk_kv_cache*>& caches) {
+  std::vector<size_t> lengths;
+  for (tfk_kv_cache* c : caches) {
+    size_t len = 0;
+    tfk::check(tfk_kv_cache_info(c, &len, nullptr, nullptr));
+    lengths.push_back(len);
+  }
+  return lengths;
+}
+
 // Runs f() with tfk split into n tasks, then restores the default (0).
 template <class F>
 void WithThreads(int n, const F& f) {
