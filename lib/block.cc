@@ -138,7 +138,8 @@ tfk_status BlockCall(const char* fn, const tfk_block* block, size_t n, const flo
   size_t kv_heads = 0, head_dim = 0, len = 0;
   MhaCacheShape(block->mha, &kv_heads, &head_dim);
   if (batch) {
-    TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim));
+    TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim, Y, block->d_model,
+                                         ldy, workspace, need));
   } else if (cache != nullptr) {
     TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &len));
   }

@@ -113,8 +113,18 @@ tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_hea
 }
 
 tfk_status CheckBatchCaches(const char* fn, tfk_kv_cache* const* caches, size_t n,
-                            size_t n_kv_heads, size_t head_dim) {
+                            size_t n_kv_heads, size_t head_dim, const float* Y, size_t cols,
+                            size_t ldy, const void* workspace, size_t ws_bytes) {
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "caches", caches));
+  // The array is read until the attention has run, after Y and the
+  // workspace are first written.
+  const size_t array_bytes = n * sizeof(tfk_kv_cache*);
+  if (BytesOverlap(caches, array_bytes, Y, ((n - 1) * ldy + cols) * sizeof(float))) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "the caches array overlaps Y");
+  }
+  if (BytesOverlap(caches, array_bytes, workspace, ws_bytes)) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "the caches array overlaps the workspace");
+  }
   for (size_t i = 0; i < n; ++i) {
     if (caches[i] == nullptr) return Fail(TFK_INVALID_ARGUMENT, fn, "caches[%zu] is NULL", i);
     size_t length = 0;

@@ -65,10 +65,13 @@ tfk_status CheckLayout(const char* fn, const tfk_layout& layout);
 tfk_status CheckCache(const char* fn, const tfk_kv_cache* cache, size_t n_kv_heads,
                       size_t head_dim, size_t n, size_t* length);
 
-// Checks a batch's caches: caches not null, each caches[i] not null, of
-// n_kv_heads x head_dim, with room for one token, and no cache twice.
+// Checks a batch's caches: caches not null and clear of what the call
+// writes (Y, [n, cols] with ld ldy, and the first ws_bytes of the
+// workspace), each caches[i] not null, of n_kv_heads x head_dim, with room
+// for one token, and no cache twice.
 tfk_status CheckBatchCaches(const char* fn, tfk_kv_cache* const* caches, size_t n,
-                            size_t n_kv_heads, size_t head_dim);
+                            size_t n_kv_heads, size_t head_dim, const float* Y, size_t cols,
+                            size_t ldy, const void* workspace, size_t ws_bytes);
 
 // Fails a forward call (fn) that failed inside with status s (out of memory,
 // possibly after appending to cache, which may be null): the cache is cut

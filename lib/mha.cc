@@ -205,7 +205,10 @@ tfk_status MhaCall(const char* fn, const tfk_mha* mha, size_t n, const float* X,
   const size_t kv_heads = mha->cfg.n_kv_heads, head_dim = mha->cfg.head_dim;
   size_t p0 = 0;
   if (batch) {
-    TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim));
+    size_t need = 0;
+    tfk_mha_workspace_size(mha, n, &need);  // checked by CheckMhaForward
+    TFK_RETURN_IF_ERROR(CheckBatchCaches(fn, caches, n, kv_heads, head_dim, Y, mha->cfg.d_model,
+                                         ldy, workspace, need));
   } else if (cache != nullptr) {
     TFK_RETURN_IF_ERROR(CheckCache(fn, cache, kv_heads, head_dim, n, &p0));
   }

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -526,6 +527,29 @@ TEST_P(LayerTest, BatchedDecodingRefusals) {
   refused(list.data(), "caches[1]: the cache holds 2 KV heads of 16");
   list = caches, list[3] = full;
   refused(list.data(), "caches[3]: the cache (length 1, capacity 1) has no room");
+  // The array inside what the call writes: Y, the workspace.
+  const auto lie_in = [&](void* at) {
+    std::memcpy(at, caches.data(), n * sizeof(tfk_kv_cache*));
+    return static_cast<tfk_kv_cache* const*>(at);
+  };
+  std::vector<float> y_before = Y;
+  std::vector<char> ws_before = ws;
+  const auto refused_in = [&](void* at, const char* needle) {
+    tfk_kv_cache* const* in = lie_in(at);
+    y_before = Y, ws_before = ws;  // the array's bytes, to be left as they are
+    EXPECT_EQ(tfk_block_forward_batch(h, n, X.data(), d, Y.data(), d, in, ws.data(), ws.size()),
+              TFK_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos) << tfk_last_error();
+    EXPECT_EQ(tfk_mha_forward_batch(m, n, X.data(), d, Y.data(), d, nullptr, 0, in, ws.data(),
+                                    ws.size()),
+              TFK_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tfk_last_error()).find(needle), std::string::npos) << tfk_last_error();
+    EXPECT_EQ(Y, y_before);
+    EXPECT_EQ(ws, ws_before);
+    EXPECT_EQ(CacheLengths(caches), before) << needle;
+  };
+  refused_in(Y.data() + d + 2, "the caches array overlaps Y");
+  refused_in(ws.data() + 200, "the caches array overlaps the workspace");
   tfk_kv_cache_destroy(other);
   tfk_kv_cache_destroy(full);
   DestroyCaches(caches);

@@ -395,8 +395,9 @@ TFK_API tfk_status tfk_mha_forward(const tfk_mha* mha, size_t n,
  * read once a step for all sequences instead of once for each; rows
  * equal, bit for bit, n tfk_mha_forward calls of one token with the same
  * caches. Errors and the caches' lengths on failure as tfk_mha_forward;
- * the workspace is tfk_mha_workspace_size(n). The caches array is read
- * throughout the call: it must not lie in Y, R or the workspace. */
+ * the workspace is tfk_mha_workspace_size(n). The caches array (n
+ * pointers) is read throughout the call, so it must not overlap Y or the
+ * workspace (an error). */
 TFK_API tfk_status tfk_mha_forward_batch(const tfk_mha* mha, size_t n,
                                          const float* X, size_t ldx, float* Y,
                                          size_t ldy, const float* R, size_t ldr,
@@ -472,7 +473,7 @@ TFK_API tfk_status tfk_block_forward(const tfk_block* block, size_t n,
 /* Batched decoding through the block: row i of X is the next token of the
  * sequence cached in caches[i], as in tfk_mha_forward_batch; equal, bit for
  * bit, to n tfk_block_forward calls of one token. Workspace:
- * tfk_block_workspace_size(n); the caches array must not lie in Y or it. */
+ * tfk_block_workspace_size(n); the caches array must not overlap Y or it. */
 TFK_API tfk_status tfk_block_forward_batch(const tfk_block* block, size_t n,
                                            const float* X, size_t ldx, float* Y,
                                            size_t ldy,
