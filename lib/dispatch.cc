@@ -27,20 +27,28 @@ size_t CountBits(int64_t bits) {
 }
 
 // Asked of Highway once, when the library is loaded: hwy::SupportedTargets()
-// also resets the process-wide hwy::GetChosenTarget() (it calls Update with
-// every target the CPU has), which is the host's, not ours. Before the host
-// runs, that is what Highway's own first dispatch would do anyway; a host
-// that had already chosen (tfk loaded later, with dlopen) gets its choice
-// back: Update with what SupportedTargets returns, the CPU's targets less
-// those the host disabled (hwy::DisableTargets), as Highway's own dispatch
-// computes it. After that tfk leaves the host's choice alone
-// (tests/api_test.cc, Isa.LeavesTheHostsHighwayChoiceAlone).
+// also sets the process-wide hwy::GetChosenTarget() (it calls Update with
+// every target the CPU has), which is the host's, not ours. So the host's
+// state is put back right after:
+// - a host that had chosen (tfk loaded later, with dlopen) gets its choice
+//   back: Update with what SupportedTargets returns, the CPU's targets less
+//   those the host disabled (hwy::DisableTargets), as Highway's own
+//   dispatch computes it;
+// - otherwise the choice is unset again (DeInit), so that Highway's first
+//   dispatch makes it, honouring any target the host disables before then
+//   (or disabled already: set, the choice would have ignored that).
+// After that tfk leaves the host's choice alone (tests/api_test.cc,
+// Isa.LeavesTheHostsHighwayChoiceAlone; tests/dlopen_host.cc).
 int64_t Supported() {
   static const int64_t supported = [] {
     hwy::ChosenTarget& host = hwy::GetChosenTarget();
     const bool host_chose = host.IsInitialized();
     const int64_t targets = hwy::SupportedTargets();
-    if (host_chose) host.Update(targets);
+    if (host_chose) {
+      host.Update(targets);
+    } else {
+      host.DeInit();
+    }
     return targets & kCompiled;
   }();
   return supported;
@@ -65,10 +73,15 @@ int64_t ParseIsa(const char* name) {
 
 class IsaState {
  public:
+  // Built when the library is loaded (kStateAtLoad), or at the first call
+  // that needs it if that comes first (another library's static
+  // initialiser): that may be a getter, so the thread's message is kept.
   IsaState() {
+    const KeptError kept;
     const char* env = getenv("TFK_MAX_ISA");
     if (SetCap(env) != TFK_SUCCESS) {
       // A library cannot fail at load time; say why the request is ignored.
+      // (tfk_last_error() is the message SetCap just set.)
       fprintf(stderr, "tfk: ignoring TFK_MAX_ISA=%s: %s\n", env, tfk_last_error());
       ClearError();
       SetCap(nullptr);
@@ -110,6 +123,8 @@ IsaState& State() {
   static IsaState state;
   return state;
 }
+// TFK_MAX_ISA is read, and a refused value reported, when the library loads.
+IsaState& kStateAtLoad = State();
 
 // The n-th compiled target, best first.
 int64_t NthCompiled(size_t i) {

@@ -1,5 +1,8 @@
 #include "lib/memory.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -117,10 +120,18 @@ size_t StreamThresholdBytes() {
   static const size_t threshold = [] {
     // TFK_STREAM_THRESHOLD (bytes) overrides; tests use it to exercise the
     // streaming paths on small data.
-    if (const char* env = getenv("TFK_STREAM_THRESHOLD")) {
+    // Digits only: strtoull would take "-1" as its largest value, and clamp
+    // what overflows to it, either turning streaming off for good.
+    const char* env = getenv("TFK_STREAM_THRESHOLD");
+    if (env != nullptr && env[0] != '\0') {
       char* end = nullptr;
+      errno = 0;
       const unsigned long long v = strtoull(env, &end, 10);
-      if (end != env && *end == '\0') return static_cast<size_t>(v);
+      if (isdigit(static_cast<unsigned char>(env[0])) && *end == '\0' && errno == 0 &&
+          v <= SIZE_MAX) {
+        return static_cast<size_t>(v);
+      }
+      fprintf(stderr, "tfk: ignoring TFK_STREAM_THRESHOLD=%s (want a number of bytes)\n", env);
     }
     CacheInfo llc = SysfsLastLevelCache();
 #ifdef _SC_LEVEL3_CACHE_SIZE
@@ -144,9 +155,11 @@ size_t StreamThresholdBytes() {
 namespace {
 // TFK_... = 0 or 1 from the environment, else the default.
 bool EnvBool(const char* name, bool default_value) {
-  if (const char* env = getenv(name)) {
+  const char* env = getenv(name);
+  if (env != nullptr && env[0] != '\0') {
     if (env[0] == '0' && env[1] == '\0') return false;
     if (env[0] == '1' && env[1] == '\0') return true;
+    fprintf(stderr, "tfk: ignoring %s=%s (want 0 or 1)\n", name, env);
   }
   return default_value;
 }

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 namespace tfk {
 namespace detail {
@@ -21,6 +22,10 @@ tfk_status Fail(tfk_status status, const char* fn, const char* format, ...) {
 }
 
 void ClearError() { t_message[0] = '\0'; }
+
+static_assert(sizeof(t_message) == 512, "KeptError holds a whole message");
+KeptError::KeptError() { memcpy(saved_, t_message, sizeof(saved_)); }
+KeptError::~KeptError() { memcpy(t_message, saved_, sizeof(saved_)); }
 
 tfk_status CheckNotNull(const char* fn, const char* name, const void* p) {
   if (p != nullptr) return TFK_SUCCESS;

@@ -37,6 +37,19 @@ inline int RawEnum(const E& e) {
 // Clears this thread's last error (called on entry by every public function).
 void ClearError();
 
+// Keeps the calling thread's message across its scope, for work that may
+// set it but runs inside a getter, which must leave it as it is.
+class KeptError {
+ public:
+  KeptError();
+  ~KeptError();
+  KeptError(const KeptError&) = delete;
+  KeptError& operator=(const KeptError&) = delete;
+
+ private:
+  char saved_[512];
+};
+
 // The checks below return TFK_SUCCESS or Fail(...) with a message naming the
 // argument. They are chained with TFK_RETURN_IF_ERROR.
 tfk_status CheckNotNull(const char* fn, const char* name, const void* p);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <new>
 
 #include "lib/fpenv.h"
@@ -50,12 +51,12 @@ size_t Threads() {
 
 }  // namespace
 
-size_t MaxTasks() { return Threads(); }
+size_t MaxTasks() { return std::min(Threads(), kMaxTasks); }
 
 size_t NumTasks(size_t n, size_t bytes_per_item) {
   const size_t total = n * std::max<size_t>(bytes_per_item, 1);
   const size_t by_size = std::max<size_t>(total / kMinBytesPerTask, 1);
-  return std::min({Threads(), by_size, n, kMaxTasks});
+  return std::min({MaxTasks(), by_size, n});
 }
 
 namespace {
@@ -99,6 +100,24 @@ bool TakeChunk(ChunkRange& range, bool front, size_t* chunk) {
       *chunk = static_cast<size_t>(front ? f : b - 1);
       return true;
     }
+  }
+}
+
+// Task t's work: its own chunks from the front, then what is left of the
+// others' from the back. Chunk c of `chunks` gets base or base + 1 of the n
+// items (the first n % chunks get one more).
+void RunTask(size_t t, size_t tasks, TaskRanges& ranges, size_t n, size_t chunks,
+             RangeBody body) {
+  const size_t base = n / chunks, extra = n % chunks;
+  const auto run = [=](size_t c) {
+    const size_t begin = c * base + std::min(c, extra);
+    body.fn(body.ctx, begin, begin + base + (c < extra ? 1 : 0));
+  };
+  size_t c;
+  while (TakeChunk(ranges[t], true, &c)) run(c);
+  for (size_t v = 1; v < tasks; ++v) {
+    ChunkRange& victim = ranges[(t + v) % tasks];
+    while (TakeChunk(victim, false, &c)) run(c);
   }
 }
 
@@ -148,30 +167,30 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
   // tfk call failed would leave its message behind this call's success.
   // The tasks copy what they read (captures by value) rather than refer to
   // this frame, whose lines the calling thread may write while they run.
-  oneapi::tbb::this_task_arena::isolate([&] {
-    oneapi::tbb::parallel_for(
-        oneapi::tbb::blocked_range<size_t>(0, tasks, 1),
-        [=](const oneapi::tbb::blocked_range<size_t>& r) {
-          // TBB has set the context's environment, tfk's; the scope makes
-          // sure of it at the cost of a read of the control register.
-          const FpEnvScope task_fp_env;
-          // Chunk c gets base or base + 1 items (the first `extra` chunks).
-          const size_t base = n / chunks, extra = n % chunks;
-          const auto run = [=](size_t c) {
-            const size_t begin = c * base + std::min(c, extra);
-            body.fn(body.ctx, begin, begin + base + (c < extra ? 1 : 0));
-          };
-          for (size_t t = r.begin(); t != r.end(); ++t) {
-            size_t c;
-            while (TakeChunk((*ranges)[t], true, &c)) run(c);
-            for (size_t v = 1; v < tasks; ++v) {
-              ChunkRange& victim = (*ranges)[(t + v) % tasks];
-              while (TakeChunk(victim, false, &c)) run(c);
+  //
+  // TBB allocates its tasks and may throw (std::bad_alloc) where memory
+  // runs out; nothing may leave a C entry point as an exception. Every
+  // chunk is claimed once, whoever runs it, and a task that started runs
+  // until none is left (TBB waits for it before it throws), so the calling
+  // thread then runs what no task took, and the call completes with the
+  // same bits on one thread.
+  try {
+    oneapi::tbb::this_task_arena::isolate([&] {
+      oneapi::tbb::parallel_for(
+          oneapi::tbb::blocked_range<size_t>(0, tasks, 1),
+          [=](const oneapi::tbb::blocked_range<size_t>& r) {
+            // TBB has set the context's environment, tfk's; the scope makes
+            // sure of it at the cost of a read of the control register.
+            const FpEnvScope task_fp_env;
+            for (size_t t = r.begin(); t != r.end(); ++t) {
+              RunTask(t, tasks, *ranges, n, chunks, body);
             }
-          }
-        },
-        oneapi::tbb::static_partitioner(), context);
-  });
+          },
+          oneapi::tbb::static_partitioner(), context);
+    });
+  } catch (const std::exception&) {
+    for (size_t t = 0; t < tasks; ++t) RunTask(t, tasks, owned, n, chunks, body);
+  }
 }
 
 }  // namespace detail
@@ -190,7 +209,7 @@ TFK_API tfk_status tfk_set_num_threads(int n) {
 }
 
 TFK_API int tfk_get_num_threads(void) {
-  return static_cast<int>(tfk::detail::Threads());
+  return static_cast<int>(tfk::detail::MaxTasks());
 }
 
 }  // extern "C"

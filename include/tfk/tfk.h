@@ -17,8 +17,10 @@
  *    (rows interleaved in one strided buffer count as overlapping).
  *  - All functions are thread-safe: concurrent calls on different outputs are
  *    correct. Results are bitwise identical for any number of threads.
- *  - Each call picks its SIMD target (ISA) once, the best the CPU supports
- *    below the cap set by tfk_set_max_isa() or TFK_MAX_ISA.
+ *  - Each kernel call picks its SIMD target (ISA) once, the best the CPU
+ *    supports below the cap set by tfk_set_max_isa() or TFK_MAX_ISA. A
+ *    layer's forward (MHA, FFN, block) is several kernel calls, each
+ *    picking its own: a cap changed meanwhile applies to its later ones.
  *  - The caller's floating-point environment does not change results: each
  *    call computes with round to nearest, subnormals kept (no FTZ/DAZ) and
  *    every exception masked, on its thread and on the workers that help it,
@@ -100,11 +102,12 @@ TFK_API const char* tfk_active_isa(void);
 /* tfk runs its parallel loops with oneTBB in the task arena of the calling
  * thread (a host's tbb::task_arena, or TBB's default arena). n > 0 splits
  * each call into at most n tasks (n = 1: everything on the calling thread);
- * n = 0 (default) uses the arena's concurrency. The environment variable
- * TFK_NUM_THREADS sets the initial value. n < 0 is TFK_INVALID_ARGUMENT. */
+ * n = 0 (default) uses the arena's concurrency. Either way a call takes at
+ * most 1024 tasks. The environment variable TFK_NUM_THREADS sets the
+ * initial value. n < 0 is TFK_INVALID_ARGUMENT. */
 TFK_API tfk_status tfk_set_num_threads(int n);
 
-/* The number of tasks a large call is split into now. */
+/* The number of tasks a large call is split into now (at most 1024). */
 TFK_API int tfk_get_num_threads(void);
 
 /* ---- Softmax ---------------------------------------------------------- */

@@ -47,7 +47,9 @@ inline int num_threads() { return tfk_get_num_threads(); }
 
 // Caps the ISA for the lifetime of the object, then restores the cap in
 // force before it (a TFK_MAX_ISA cap, an enclosing scope's), as the ISA that
-// was active then: restoring it as a cap selects the same ISA.
+// was active then: restoring it as a cap selects the same ISA. The cap is
+// the process's (tfk_set_max_isa), so scopes must nest: each destroyed
+// before the one made before it, never two alive on different threads.
 class scoped_max_isa {
  public:
   explicit scoped_max_isa(const std::string& name) : previous_(tfk_active_isa()) {
