@@ -74,8 +74,12 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f, const float* 
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
 }
 
-// y[k] = ((x[k] - pivot) - shift) * scale[k] + bias[k], with scale[k] =
-// mul * gamma[k] (mul if no gamma) and bias[k] = beta[k] (0 if no beta).
+// y[k] = (((x[k] - pivot) - shift) * mul) * gamma[k] + beta[k] (gamma 1 and
+// beta 0 where null; without gamma one MulAdd). gamma multiplies the
+// normalised value, whose magnitude is at most sqrt(n), not mul: rstd can
+// be anything from 2^-64 to 2^50, and rstd * gamma left float's normal
+// range (inf, or a subnormal's few bits) for gammas near 1e28 or 1e-21
+// whose outputs are ordinary floats. The same roundings either way.
 // n >= Lanes(d). kStream: streaming stores, as WriteRow writes them.
 // next (may be null): the row the caller normalises next, whose second half
 // is prefetched here, its first half in the pass before (the variance's
@@ -97,10 +101,10 @@ HWY_INLINE void AffineRow(D d, const float* x, float* y, size_t n, float pivot, 
     if (next != nullptr) PrefetchNextRowHalf<kStream>(dd, next, n, k);
     using V = hn::Vec<decltype(dd)>;
     const V vmul = hn::Set(dd, mul);
-    const V s = gamma ? hn::Mul(hn::LoadU(dd, gamma + k), vmul) : vmul;
     const V b = beta ? hn::LoadU(dd, beta + k) : hn::Zero(dd);
     const V c = hn::Sub(hn::Sub(hn::LoadU(dd, x + k), hn::Set(dd, pivot)), hn::Set(dd, shift));
-    return hn::MulAdd(c, s, b);
+    if (gamma == nullptr) return hn::MulAdd(c, vmul, b);
+    return hn::MulAdd(hn::Mul(c, vmul), hn::LoadU(dd, gamma + k), b);
   };
   const bool stalls =
       kStream && (StreamStalls(y, x) || StreamStalls(y, gamma) || StreamStalls(y, beta));

@@ -189,6 +189,32 @@ TEST_P(NormTest, EpsNearFloatMax) {
   }
 }
 
+// gamma far from 1 where rstd is too: their product would leave float's
+// normal range (past FLT_MAX, or subnormal) though every output is an
+// ordinary float, so gamma multiplies the normalised value, never rstd.
+// Rows of 4 and of 37 (vector and single-lane paths), eps = 0.
+TEST_P(NormTest, ExtremeGammaWithExtremeRstd) {
+  struct Case {
+    float scale;  // of x: 1e-10 gives rstd ~1e10, 1e18 gives rstd ~1e-18
+    float gamma;  // 1e30 * 1e10 overflows; 1e-25 * 1e-18 is subnormal
+  };
+  for (const Case& c : {Case{1e-10f, 1e30f}, Case{1e18f, -1e-25f}, Case{1e-12f, 3e28f}}) {
+    for (size_t cols : {4, 37}) {
+      std::vector<float> x(cols), g(cols), y(cols);
+      FillUniform(x.data(), cols, -c.scale, c.scale, 40);
+      x[1] = 0.0f;
+      FillUniform(g.data(), cols, c.gamma, 2 * c.gamma, 41);
+      ASSERT_EQ(tfk_layernorm(1, cols, x.data(), cols, g.data(), nullptr, 0.0f, y.data(), cols),
+                TFK_SUCCESS);
+      ExpectRow(RefLayerNorm(x.data(), cols, g.data(), nullptr, 0.0f), y.data(), cols,
+                "layernorm, extreme gamma");
+      ASSERT_EQ(tfk_rmsnorm(1, cols, x.data(), cols, g.data(), 0.0f, y.data(), cols), TFK_SUCCESS);
+      ExpectRow(RefRmsNorm(x.data(), cols, g.data(), 0.0f), y.data(), cols,
+                "rmsnorm, extreme gamma");
+    }
+  }
+}
+
 TEST_P(NormTest, IdenticalBitsForAnyThreadCount) {
   const size_t rows = 600, cols = 1023;
   Buffer x(rows * cols), y1(rows * cols), y2(rows * cols), y7(rows * cols);

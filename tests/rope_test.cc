@@ -4,7 +4,9 @@
 // rounded to float in [-pi, pi] (<= 2^-22 absolute); Highway's float Sin/Cos
 // add <= 3 ulp (<= 6 u absolute for values <= 1); the rotation is 2 roundings
 // per output. Each output of a pair (x0, x1) is therefore within
-// (|x0| + |x1|) * 16 u of the exact rotation, for any position.
+// (|x0| + |x1|) * 16 u of the exact rotation, for any position |p| <= 2^31
+// (tfk.h's range for the bound; further out the double reduction's error
+// grows with p).
 #include <tfk/tfk.hpp>
 
 #include <cmath>

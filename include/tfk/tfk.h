@@ -122,10 +122,11 @@ typedef enum tfk_mask {
 /* y[r, :] = softmax(scale * x[r, :]) over the cols entries of each row,
  * computed stably as exp(scale*x - max) / sum. Special values are decided
  * on the scaled entries scale*x: those that are -inf (or masked) give 0; a
- * row with no unmasked finite one gives zeros (also when every finite x
- * overflows to -inf once scaled); a row with a NaN or a +inf gives NaN (so
- * with scale < 0 an x of -inf makes the row NaN and one of +inf gives 0;
- * scale = 0 makes an infinite x NaN). With TFK_MASK_CAUSAL, rows must be a
+ * row whose unmasked entries are all -inf gives zeros (also when every
+ * finite x overflows to -inf once scaled); a row with an unmasked NaN or
+ * +inf gives NaN, whatever else it holds (so with scale < 0 an x of -inf
+ * makes the row NaN and one of +inf gives 0; scale = 0 makes an infinite x
+ * NaN). Masked entries are never read. With TFK_MASK_CAUSAL, rows must be a
  * multiple of q_len and masked entries of y are written as 0; q_len is
  * ignored for TFK_MASK_NONE. scale must be finite. In place allowed. */
 TFK_API tfk_status tfk_softmax(size_t rows, size_t cols, const float* x,
