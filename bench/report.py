@@ -275,6 +275,7 @@ def plot_kernel(kernel, rows, path):
 
 
 def plot_matmul(rows, peers, peak, path):
+    """GFLOP/s against M per (K, N); False (nothing drawn) without M_K_N shapes."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -285,6 +286,8 @@ def plot_matmul(rows, peers, peak, path):
         if m:
             by_kn[(int(m.group(2)), int(m.group(3)), t)].append((int(m.group(1)), shape, by_isa))
     threads = sorted({t for (_, _, t) in by_kn})
+    if not threads:
+        return False
     fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4), squeeze=False)
     for ax, t in zip(axes[0], threads):
         for (k, n, tt), pts in sorted(by_kn.items()):
@@ -312,6 +315,7 @@ def plot_matmul(rows, peers, peak, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def limits_section(peak, tiles, memory):
@@ -364,8 +368,8 @@ def render(results, context, cpu, command, img_dir, img_rel):
         png = f"{kernel}.png"
         plot_kernel(kernel, rows, os.path.join(img_dir, png))
         out += [f"![{kernel}]({img_rel}/{png})", ""]
-        if kernel == "matmul":
-            plot_matmul(rows, peers.get("matmul", {}), peak, os.path.join(img_dir, "matmul_vs_m.png"))
+        if kernel == "matmul" and plot_matmul(rows, peers.get("matmul", {}), peak,
+                                              os.path.join(img_dir, "matmul_vs_m.png")):
             out += [f"![matmul GFLOP/s against M]({img_rel}/matmul_vs_m.png)", ""]
     out += ["## Spread", ""] + spread_section(results)
     return "\n".join(out) + "\n"

@@ -3,6 +3,7 @@
 import copy
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -60,6 +61,19 @@ class ReportTest(unittest.TestCase):
             self.assertIn(f"](img/{png})", text)
         # Both ISAs of the sample are columns of the softmax table.
         self.assertIn("| shape | threads | AVX2 | SSE4 |", text)
+
+    def test_matmul_of_layer_shapes_only(self):
+        # Only M_K_N_L<layers> shapes (a filtered run): no plot against M,
+        # and no reference to one.
+        data = copy.deepcopy(self.data)
+        for b in data["benchmarks"]:
+            for key in ("name", "run_name"):
+                if b.get(key, "").startswith("matmul/"):
+                    b[key] = re.sub(r"(M\d+_K\d+_N\d+)(?!_L)", r"\1_L4", b[key])
+        text = self.run_report(data)
+        self.assertIn("## matmul (GFLOP/s)", text)
+        self.assertIn("_L4", text)
+        self.assertNotIn("matmul_vs_m.png", text)
 
     def test_ratio_to_best_peer_and_share_of_limits(self):
         text = self.run_report(self.data)
