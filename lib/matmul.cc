@@ -585,6 +585,19 @@ TFK_API tfk_status tfk_matmul(size_t M, size_t N, size_t K, float alpha, const f
   if (Overlaps(C, M, N, ldc, B, kn ? K : N, kn ? N : K, ldb)) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "C overlaps B");
   }
+  // alpha = 0 reads neither A nor B, as BLAS: C = beta C (+0 where beta =
+  // 0), not NaN from an inf or a NaN, or an overflowing product, there.
+  if (alpha == 0.0f) {
+    for (size_t i = 0; beta != 1.0f && i < M; ++i) {
+      float* c = C + i * ldc;
+      if (beta == 0.0f) {
+        memset(c, 0, N * sizeof(float));
+      } else {
+        for (size_t j = 0; j < N; ++j) c[j] *= beta;
+      }
+    }
+    return TFK_SUCCESS;
+  }
   tfk::GemmArgs g{M, N, K, A, lda, nullptr, B, ldb, b_layout, C, ldc, {}};
   g.epi.alpha = alpha;
   g.epi.beta = beta;

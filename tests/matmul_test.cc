@@ -473,6 +473,36 @@ TEST_P(MatmulTest, BetaZeroIgnoresNaNInC) {
   }
 }
 
+// alpha = 0 reads neither A nor B (BLAS's rule): C = beta C, +0 where beta
+// = 0, though A op(B) here is inf, NaN or overflows.
+TEST_P(MatmulTest, AlphaZeroReadsNeitherAnorB) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t M : {1, 20}) {
+    const size_t N = 33, K = 5;
+    Mat A(M, K), B(K, N), C(M, N, 2);
+    for (size_t i = 0; i < M * K; ++i) A.data()[i] = i % 3 == 0 ? inf : i % 3 == 1 ? nan : 1e30f;
+    for (size_t i = 0; i < K * N; ++i) B.data()[i] = i % 2 == 0 ? 1e30f : -inf;
+    for (float beta : {1.0f, -2.5f, 0.0f}) {
+      FillUniform(C.data(), M * C.ld, -1, 1, 3);
+      C.at(0, 1) = -0.0f;
+      C.at(M - 1, N - 1) = nan;  // kept (times beta) unless beta = 0
+      std::vector<float> before(C.data(), C.data() + M * C.ld);
+      tfk::check(tfk_matmul(M, N, K, 0.0f, A.data(), K, B.data(), N, TFK_LAYOUT_KN, beta,
+                            C.data(), C.ld));
+      for (size_t i = 0; i < M; ++i) {
+        for (size_t j = 0; j < C.ld; ++j) {
+          const float was = before[i * C.ld + j], now = C.at(i, j);
+          const float want = j >= N ? was : beta == 0.0f ? 0.0f : beta * was;
+          ASSERT_TRUE(std::memcmp(&now, &want, 4) == 0 || (std::isnan(now) && std::isnan(want)))
+              << "M " << M << " beta " << beta << " (" << i << ", " << j << "): " << now
+              << " want " << want;
+        }
+      }
+    }
+  }
+}
+
 // n floats whose last one ends a page, with an inaccessible page after it:
 // a read past the end faults.
 class PageEnd {

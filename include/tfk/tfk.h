@@ -204,7 +204,8 @@ typedef enum tfk_layout {
 
 /* C[M,N] = alpha * A[M,K] op(B) + beta * C, row-major, leading dimensions
  * lda >= K, ldb >= N (KN) or >= K (NK), ldc >= N. Any M, N, K >= 1. C must
- * not overlap A or B. beta = 0 does not read C (NaN there is ignored). Each
+ * not overlap A or B. beta = 0 does not read C (NaN there is ignored);
+ * alpha = 0 reads neither A nor B (C = beta C, +0 where beta = 0). Each
  * C element is one sequential FMA chain over k = 0..K-1, so results are
  * identical for any thread count and equal, bit for bit, to tfk_linear with
  * the same B. Error: |C - C_exact| <= K u |alpha| (|A||B|)_ij (2 K u on
@@ -229,11 +230,12 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N,
                                      tfk_activation act);
 
 /* Y[M,N] = R + act(X[M,K] W + bias); R is [M,N] (ldr) or NULL. Y may be R
- * (in place residual add) but must not overlap X. Allocates nothing once a
- * thread has run a call of this size or larger with as many threads
- * (per-thread scratch that only grows, docs/design.md; the thread count
- * decides how A is packed, so a first call with more threads may allocate
- * once). */
+ * (in place residual add) but must not overlap X. Per-thread scratch only
+ * grows (docs/design.md), so a thread that has run a call of this M with as
+ * many threads allocates nothing for it again; a call of another M may need
+ * more (on AVX-512 a decoding call, M <= 14, copies all of K at once where
+ * taller ones work in blocks of K), and the thread count decides how A is
+ * packed. */
 TFK_API tfk_status tfk_linear_forward(const tfk_linear* layer, size_t M,
                                       const float* X, size_t ldx, float* Y,
                                       size_t ldy, const float* R, size_t ldr);
