@@ -176,6 +176,31 @@ TEST_P(AttentionTest, HugeValuesStayFiniteWhileKvLenTimesMaxIsBelowFltMax) {
   }
 }
 
+// Weights below float's normal range next to huge values: two keys whose
+// scores differ by 90 or 100 (a weight of e^-90 ~ 2^-130, e^-100 ~
+// 2^-144), the far one with a value of 1e6 or 1e30. AVX2 and SSE4 flush the
+// weight to 0, AVX-512 keeps a subnormal: within the bound's 2^-125 term
+// (tests/attention_ref.h), which grows with the values.
+TEST_P(AttentionTest, WeightsBelowTheNormalRangeOfHugeValues) {
+  for (const auto& [gap, big] : {std::pair{90.0f, 1e6f}, {100.0f, 1e30f}, {88.0f, 3e30f}}) {
+    for (size_t kv_len : {2, 700}) {  // one block; the far key in another split
+      const size_t d = 1;
+      std::vector<float> K(kv_len, 0.0f), V(kv_len, 0.0f);
+      K[kv_len - 1] = -gap, V[kv_len - 1] = big;
+      const float q = 1.0f;
+      float o = -1.0f;
+      ASSERT_EQ(tfk_attention(1, kv_len, 1, 1, d, &q, d, K.data(), d, V.data(), d, &o, d, 1.0f,
+                              TFK_MASK_NONE),
+                TFK_SUCCESS);
+      std::vector<double> ref, tol;
+      AttentionRowRef(
+          kv_len, d, 1.0f, [&](size_t) { return q; }, [&](size_t j, size_t) { return K[j]; },
+          [&](size_t j, size_t) { return V[j]; }, ref, tol);
+      EXPECT_NEAR(o, ref[0], tol[0]) << "gap " << gap << " value " << big << " keys " << kv_len;
+    }
+  }
+}
+
 TEST_P(AttentionTest, InPlaceOutputOverQuery) {
   for (const Shape& s : {Shape{70, 90, 4, 2, 32, true}, Shape{1, 600, 4, 2, 32, false}}) {
     Problem pb(s, 0, 0, 5);

@@ -256,7 +256,9 @@ TFK_API void tfk_linear_destroy(tfk_linear* layer);
  * likewise (ldk, ldv), so Q, K and V can be column ranges of one fused QKV
  * projection; O is [q_len, n_heads, head_dim] (ldo), the heads concatenated.
  * n_heads is a multiple of n_kv_heads (grouped-query / multi-query
- * attention); head_dim <= 256; scale = 0 selects 1/sqrt(head_dim).
+ * attention); head_dim <= 256; q_len, kv_len <= 2^31 - 1; scale = 0
+ * selects 1/sqrt(head_dim). Q enters as scale*Q rounded to float, so an
+ * element whose product overflows makes its query's row NaN.
  * TFK_MASK_CAUSAL is bottom-right aligned: query t sits at position
  * kv_len - q_len + t and sees keys j <= kv_len - q_len + t; a query that sees
  * no key (q_len > kv_len), or whose scores are all -inf, gets zeros. The
@@ -266,7 +268,11 @@ TFK_API void tfk_linear_destroy(tfk_linear* layer);
  * reaches a query, but its value row may: where more than 16 queries share a
  * KV head (n_heads/n_kv_heads x q_len), a non-finite value at a key that a
  * query does not see, next to keys it does, can make that query's row NaN
- * (weight 0 times inf). The value sums are formed before the division by
+ * (weight 0 times inf). Likewise a key whose score is -inf has weight 0,
+ * which times a non-finite value is NaN: that reaches the row unless every
+ * key of the block the kernel takes it in (64 to 512 keys, by shape) has
+ * weight 0, so it depends on the shape, never on the thread count. The
+ * value sums are formed before the division by
  * the softmax total, as in flash attention: they stay finite while kv_len x
  * max |V| is below FLT_MAX, and may overflow to inf beyond. O may be Q
  * (same ldq) but must not overlap K or V. Error: docs/numerics.md. */
@@ -282,15 +288,16 @@ TFK_API tfk_status tfk_attention(size_t q_len, size_t kv_len, size_t n_heads,
 typedef enum tfk_dtype {
   TFK_DTYPE_F32 = 0,
   /* bfloat16, rounded to nearest even on append: half the bytes to read per
-   * decoding step, 8 significant bits (relative error <= 2^-9 per value;
+   * decoding step, 8 significant bits (relative error <= 2^-8 per value;
    * finite values of magnitude >= ~3.3962e38, past bfloat16's largest,
    * become inf). */
   TFK_DTYPE_BF16 = 1
 } tfk_dtype;
 
 /* The keys and values of one attention layer: capacity tokens of
- * n_kv_heads x head_dim each (head_dim <= 256), stored per head so each
- * decoding step reads them as long sequential streams. */
+ * n_kv_heads x head_dim each (head_dim <= 256, capacity <= 2^31 - 1),
+ * stored per head so each decoding step reads them as long sequential
+ * streams. */
 typedef struct tfk_kv_cache tfk_kv_cache;
 
 TFK_API tfk_status tfk_kv_cache_create(tfk_kv_cache** out, size_t capacity,
@@ -305,10 +312,11 @@ TFK_API tfk_status tfk_kv_cache_append(tfk_kv_cache* cache, size_t tokens,
                                        const float* K, size_t ldk,
                                        const float* V, size_t ldv);
 
-/* tfk_attention of q_len new queries against every cached token (kv_len =
- * the cache length, so append the new tokens' K and V first; with
- * TFK_MASK_CAUSAL query t sees the cached tokens up to its own position
- * length - q_len + t). n_heads is a multiple of the cache's n_kv_heads. */
+/* tfk_attention of q_len (<= 2^31 - 1) new queries against every cached
+ * token (kv_len = the cache length, so append the new tokens' K and V
+ * first; with TFK_MASK_CAUSAL query t sees the cached tokens up to its own
+ * position length - q_len + t). n_heads is a multiple of the cache's
+ * n_kv_heads. */
 TFK_API tfk_status tfk_kv_cache_attention(const tfk_kv_cache* cache,
                                           size_t q_len, size_t n_heads,
                                           const float* Q, size_t ldq,
