@@ -78,8 +78,12 @@ HWY_INLINE float SumRow(D d, const float* x, size_t n, const F& f, const float* 
 // beta 0 where null; without gamma one MulAdd). gamma multiplies the
 // normalised value, whose magnitude is at most sqrt(n), not mul: rstd can
 // be anything from 2^-64 to 2^50, and rstd * gamma left float's normal
-// range (inf, or a subnormal's few bits) for gammas near 1e28 or 1e-21
-// whose outputs are ordinary floats. The same roundings either way.
+// range for gammas near 1e28 or 1e-21 whose outputs are ordinary floats,
+// giving inf, NaN (0 x inf) or a subnormal's few bits. As many roundings
+// either way; this order's one range limit is gradual: a normalised value
+// below 2^-126 (an element 2^126 times smaller than the row's spread) is
+// a subnormal, off by at most 2^-150, which gamma then scales
+// (docs/numerics.md).
 // n >= Lanes(d). kStream: streaming stores, as WriteRow writes them.
 // next (may be null): the row the caller normalises next, whose second half
 // is prefetched here, its first half in the pass before (the variance's

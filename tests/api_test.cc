@@ -298,6 +298,17 @@ TEST(Isa, LeavesTheHostsHighwayChoiceAlone) {
 // instead of the variables' own, for values that are refused (reported on
 // stderr and ignored): "best" (the best supported ISA), "arena" (the arena's
 // concurrency).
+// A host's static constructor may call tfk before tfk's own have run (with
+// the static library, whose objects the link puts after the program's), so
+// a getter there can be the first use of the ISA state, which reads
+// TFK_MAX_ISA (and, refused, sets and clears a message): the message a
+// failed call left must survive it. Recorded before main, checked below.
+const std::string g_message_after_first_getter = [] {
+  tfk_softmax(1, 1, nullptr, 1, nullptr, 1, 1.0f, TFK_MASK_NONE, 1);
+  tfk_active_isa();
+  return std::string(tfk_last_error());
+}();
+
 TEST(Environment, CapAndThreadsFromEnvironment) {
   const char* isa = std::getenv("TFK_MAX_ISA");
   const char* threads = std::getenv("TFK_NUM_THREADS");
@@ -310,6 +321,7 @@ TEST(Environment, CapAndThreadsFromEnvironment) {
   EXPECT_NE(tfk_active_isa(), nullptr);
   EXPECT_GT(tfk_get_num_threads(), 0);
   EXPECT_EQ(tfk_last_error(), message);
+  EXPECT_EQ(g_message_after_first_getter, message);
   const char* expect_isa = std::getenv("TFK_TEST_ISA");
   if (expect_isa == nullptr) expect_isa = isa;
   EXPECT_EQ(tfk::active_isa(),

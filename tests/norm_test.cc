@@ -6,8 +6,10 @@
 // normalised value by c u S / sd; the variance has relative error
 // <= (c + 4) u, the rstd half of it plus 2 u; the affine step 3 u. So
 //   |y - r| <= |gamma| (|xhat| (c/2 + 8) + c S / sd + 2) u + |beta| u
-// with xhat the exact normalised value. RMSNorm: |y - r| <= |gamma| |xhat|
-// (c/2 + 8) u. Rows overflowing float statistics use the double path (4 u).
+// with xhat the exact normalised value. RMSNorm: |y - r| <= |gamma| (|xhat|
+// (c/2 + 8) u + 2^-149), the absolute part for an xhat below 2^-126 (a
+// subnormal, off by up to 2^-150, then scaled by gamma). Rows overflowing
+// float statistics use the double path (4 u).
 #include <tfk/tfk.hpp>
 
 #include <cmath>
@@ -51,7 +53,8 @@ RefOut RefRmsNorm(const float* x, size_t n, const float* g, float eps) {
   for (size_t k = 0; k < n; ++k) {
     const double xhat = x[k] / rs, gk = g ? g[k] : 1.0;
     out.y.push_back(xhat * gk);
-    out.tol.push_back(std::fabs(gk) * std::fabs(xhat) * (c / 2 + 8) * kEps + 1e-44);
+    out.tol.push_back(std::fabs(gk) * (std::fabs(xhat) * (c / 2 + 8) * kEps + std::ldexp(1.0, -149)) +
+                      1e-44);
   }
   return out;
 }
@@ -212,6 +215,21 @@ TEST_P(NormTest, ExtremeGammaWithExtremeRstd) {
       ExpectRow(RefRmsNorm(x.data(), cols, g.data(), 0.0f), y.data(), cols,
                 "rmsnorm, extreme gamma");
     }
+  }
+  // An element 2^126 times smaller than the row's spread, with a gamma
+  // that brings it back to a normal output: its normalised value is a
+  // subnormal (here 0), within the bounds' absolute |gamma| terms.
+  for (const std::vector<float>& x : {std::vector<float>{1e19f, 1e-30f},
+                                      std::vector<float>{1e19f, -1e19f, 1e-30f, 0.0f}}) {
+    const size_t cols = x.size();
+    std::vector<float> g(cols, 1.0f), y(cols);
+    g[cols / 2] = 1e20f;
+    ASSERT_EQ(tfk_rmsnorm(1, cols, x.data(), cols, g.data(), 0.0f, y.data(), cols), TFK_SUCCESS);
+    ExpectRow(RefRmsNorm(x.data(), cols, g.data(), 0.0f), y.data(), cols, "rmsnorm, tiny xhat");
+    ASSERT_EQ(tfk_layernorm(1, cols, x.data(), cols, g.data(), nullptr, 0.0f, y.data(), cols),
+              TFK_SUCCESS);
+    ExpectRow(RefLayerNorm(x.data(), cols, g.data(), nullptr, 0.0f), y.data(), cols,
+              "layernorm, tiny xhat");
   }
 }
 
