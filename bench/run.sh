@@ -17,7 +17,9 @@ while (($#)); do
   case "$1" in
     --short) mode=short ;;
     --full) mode=full ;;
-    --out) (($# >= 2)) || { echo "usage: bench/run.sh [--short|--full] [--out DIR]" >&2; exit 2; }; out="$2"; shift ;;
+    --out)
+      (($# >= 2)) || { echo "usage: bench/run.sh [--short|--full] [--out DIR]" >&2; exit 2; }
+      out="$2"; shift ;;
     *) echo "usage: bench/run.sh [--short|--full] [--out DIR]" >&2; exit 2 ;;
   esac
   shift

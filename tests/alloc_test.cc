@@ -1,9 +1,10 @@
 // No allocation in steady state: a second identical call allocates nothing
 // (tfk.h: per-thread scratch "allocated on a thread's first use and reused
 // after"; tfk_linear_forward: "a thread that has run a call of this M with
-// as many threads allocates nothing for it again"). tfk allocates its buffers with aligned_alloc, which this
-// executable replaces with a counting one (the library's calls bind to it,
-// shared or static), on every supported ISA, on one thread.
+// as many threads allocates nothing for it again"). tfk allocates its
+// buffers with aligned_alloc, which this executable replaces with a
+// counting one (the library's calls bind to it, shared or static), on every
+// supported ISA, on one thread.
 #include <stdlib.h>
 
 #include <atomic>

@@ -316,7 +316,8 @@ TEST(Environment, CapAndThreadsFromEnvironment) {
   // The getters that read the variables (this process's first tfk calls
   // after a failed one) leave the failed call's message as it is, a refused
   // variable included.
-  EXPECT_EQ(tfk_softmax(1, 1, nullptr, 1, nullptr, 1, 1.0f, TFK_MASK_NONE, 1), TFK_INVALID_ARGUMENT);
+  EXPECT_EQ(tfk_softmax(1, 1, nullptr, 1, nullptr, 1, 1.0f, TFK_MASK_NONE, 1),
+            TFK_INVALID_ARGUMENT);
   const std::string message = tfk_last_error();
   EXPECT_NE(tfk_active_isa(), nullptr);
   EXPECT_GT(tfk_get_num_threads(), 0);

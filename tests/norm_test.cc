@@ -53,8 +53,8 @@ RefOut RefRmsNorm(const float* x, size_t n, const float* g, float eps) {
   for (size_t k = 0; k < n; ++k) {
     const double xhat = x[k] / rs, gk = g ? g[k] : 1.0;
     out.y.push_back(xhat * gk);
-    out.tol.push_back(std::fabs(gk) * (std::fabs(xhat) * (c / 2 + 8) * kEps + std::ldexp(1.0, -149)) +
-                      1e-44);
+    const double rel = std::fabs(xhat) * (c / 2 + 8) * kEps;
+    out.tol.push_back(std::fabs(gk) * (rel + std::ldexp(1.0, -149)) + 1e-44);
   }
   return out;
 }
