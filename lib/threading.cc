@@ -168,12 +168,16 @@ void ParallelForImpl(size_t n, size_t bytes_per_item, size_t min_chunk, RangeBod
   // The tasks copy what they read (captures by value) rather than refer to
   // this frame, whose lines the calling thread may write while they run.
   //
-  // TBB allocates its tasks and may throw (std::bad_alloc) where memory
-  // runs out; nothing may leave a C entry point as an exception. Every
-  // chunk is claimed once, whoever runs it, and a task that started runs
-  // until none is left (TBB waits for it before it throws), so the calling
-  // thread then runs what no task took, and the call completes with the
-  // same bits on one thread.
+  // TBB allocates its tasks and throws std::bad_alloc where that fails;
+  // nothing may leave a C entry point as an exception. A failure on the
+  // calling thread before the loop's first spawn (its root task, the first
+  // split's task and join node) leaves no task running: the calling thread
+  // then runs every chunk, and the call completes with the bits of one
+  // thread (tests/threading_test.cc fails each of these). A failure after
+  // a spawn stays inside TBB: 2021.8 loses the task whose split or spawn
+  // threw (the affinity proxy r1::spawn allocates, for one), and its
+  // waiting thread never wakes. Only TBB's internal task interface, not its
+  // algorithms, could place tasks without allocating.
   try {
     oneapi::tbb::this_task_arena::isolate([&] {
       oneapi::tbb::parallel_for(
