@@ -183,6 +183,17 @@ TFK_API tfk_status tfk_block_create(tfk_block** out, const tfk_block_config* con
     tfk_block_destroy(b);
     return st;
   }
+  const size_t d = c.attn.d_model;
+  s = CheckOptionalFloats(fn, "norm1_gamma", c.norm1_gamma, d);
+  if (s == TFK_SUCCESS) s = CheckOptionalFloats(fn, "norm2_gamma", c.norm2_gamma, d);
+  if (s == TFK_SUCCESS && c.norm == TFK_NORM_LAYER) {
+    s = CheckOptionalFloats(fn, "norm1_beta", c.norm1_beta, d);
+    if (s == TFK_SUCCESS) s = CheckOptionalFloats(fn, "norm2_beta", c.norm2_beta, d);
+  }
+  if (s != TFK_SUCCESS) {
+    tfk_block_destroy(b);
+    return s;
+  }
   try {
     const auto copy = [&](const float* p, std::vector<float>& v) {
       if (p) v.assign(p, p + c.attn.d_model);

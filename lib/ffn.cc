@@ -55,9 +55,16 @@ TFK_API tfk_status tfk_ffn_create(tfk_ffn** out, const tfk_ffn_config* config) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "gated (%d) is not 0 or 1", c.gated);
   }
   TFK_RETURN_IF_ERROR(CheckLayout(fn, c.layout));
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "w1", c.w1));
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "w2", c.w2));
-  if (c.gated) TFK_RETURN_IF_ERROR(CheckNotNull(fn, "w3", c.w3));
+  // Read as floats (copied before they are packed): non-null, 4-byte
+  // aligned, their extent addressable.
+  TFK_RETURN_IF_ERROR(CheckFloats(fn, "w1", c.w1, c.d_model * c.d_ff));
+  TFK_RETURN_IF_ERROR(CheckFloats(fn, "w2", c.w2, c.d_ff * c.d_model));
+  TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "b1", c.b1, c.d_ff));
+  TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "b2", c.b2, c.d_model));
+  if (c.gated) {
+    TFK_RETURN_IF_ERROR(CheckFloats(fn, "w3", c.w3, c.d_model * c.d_ff));
+    TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "b3", c.b3, c.d_ff));
+  }
   tfk_ffn* f = new (std::nothrow) tfk_ffn{};
   if (f == nullptr) return Fail(TFK_OUT_OF_MEMORY, fn, "no memory for the handle");
   f->d_model = c.d_model, f->d_ff = c.d_ff, f->act = c.act, f->gated = c.gated == 1;

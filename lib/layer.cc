@@ -116,6 +116,7 @@ tfk_status CheckBatchCaches(const char* fn, tfk_kv_cache* const* caches, size_t 
                             size_t n_kv_heads, size_t head_dim, const float* Y, size_t cols,
                             size_t ldy, const void* workspace, size_t ws_bytes) {
   TFK_RETURN_IF_ERROR(CheckNotNull(fn, "caches", caches));
+  TFK_RETURN_IF_ERROR(CheckAligned(fn, "caches", caches, alignof(tfk_kv_cache*)));
   // The array is read until the attention has run, after Y and the
   // workspace are first written.
   const size_t array_bytes = n * sizeof(tfk_kv_cache*);

@@ -614,6 +614,7 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N, const
   TFK_RETURN_IF_ERROR(CheckSize(fn, "K", K));
   TFK_RETURN_IF_ERROR(CheckSize(fn, "N", N));
   TFK_RETURN_IF_ERROR(CheckB(fn, "W", W, ldw, layout, K, N));
+  TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "bias", bias, N));
   TFK_RETURN_IF_ERROR(CheckAct(fn, act));
   const size_t n_panels = tfk::NumPanels(N);
   if (K > SIZE_MAX / sizeof(float) / tfk::kNR / n_panels) {

@@ -59,10 +59,17 @@ tfk_status Validate(const char* fn, tfk_mha_config& c) {
                 c.d_model, c.n_heads);
   }
   TFK_RETURN_IF_ERROR(CheckLayout(fn, c.layout));
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wq", c.wq));
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wk", c.wk));
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wv", c.wv));
-  TFK_RETURN_IF_ERROR(CheckNotNull(fn, "wo", c.wo));
+  // The weights and biases are read as floats (copied side by side before
+  // they are packed): non-null, 4-byte aligned, their extent addressable.
+  const size_t q_cols = c.n_heads * c.head_dim, kv_cols = c.n_kv_heads * c.head_dim;
+  TFK_RETURN_IF_ERROR(CheckFloats(fn, "wq", c.wq, c.d_model * q_cols));
+  TFK_RETURN_IF_ERROR(CheckFloats(fn, "wk", c.wk, c.d_model * kv_cols));
+  TFK_RETURN_IF_ERROR(CheckFloats(fn, "wv", c.wv, c.d_model * kv_cols));
+  TFK_RETURN_IF_ERROR(CheckFloats(fn, "wo", c.wo, q_cols * c.d_model));
+  TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "bq", c.bq, q_cols));
+  TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "bk", c.bk, kv_cols));
+  TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "bv", c.bv, kv_cols));
+  TFK_RETURN_IF_ERROR(CheckOptionalFloats(fn, "bo", c.bo, c.d_model));
   if (c.causal != 0 && c.causal != 1) {
     return Fail(TFK_INVALID_ARGUMENT, fn, "causal (%d) is not 0 or 1", c.causal);
   }

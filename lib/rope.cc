@@ -162,6 +162,7 @@ extern "C" TFK_API tfk_status tfk_rope(size_t tokens, size_t heads, size_t head_
                 static_cast<long long>(pos_start));
   }
   if (positions != nullptr) {
+    TFK_RETURN_IF_ERROR(CheckAligned(fn, "positions", positions, alignof(int64_t)));
     // Tasks read positions[t] while others rotate x: they must not share bytes.
     if (BytesOverlap(positions, tokens * sizeof(int64_t), x,
                      ((tokens - 1) * ldx + heads * head_dim) * sizeof(float))) {

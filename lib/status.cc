@@ -72,6 +72,21 @@ tfk_status CheckMatrix(const char* fn, const char* name, const void* p,
   return TFK_SUCCESS;
 }
 
+tfk_status CheckFloats(const char* fn, const char* name, const void* p, size_t n) {
+  return CheckMatrix(fn, name, p, 1, n, n);
+}
+
+tfk_status CheckOptionalFloats(const char* fn, const char* name, const void* p, size_t n) {
+  return p == nullptr ? TFK_SUCCESS : CheckFloats(fn, name, p, n);
+}
+
+tfk_status CheckAligned(const char* fn, const char* name, const void* p, size_t alignment) {
+  if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "%s is not %zu-byte aligned", name, alignment);
+  }
+  return TFK_SUCCESS;
+}
+
 bool BytesOverlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const uintptr_t a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
   return a0 < b0 + b_bytes && b0 < a0 + a_bytes;

@@ -58,6 +58,12 @@ tfk_status CheckSize(const char* fn, const char* name, size_t n);
 // its extent (rows-1)*ld + cols elements addressable without overflow.
 tfk_status CheckMatrix(const char* fn, const char* name, const void* p,
                        size_t rows, size_t cols, size_t ld);
+// A dense array of n floats: CheckMatrix of one row. Optional: p may be null.
+tfk_status CheckFloats(const char* fn, const char* name, const void* p, size_t n);
+tfk_status CheckOptionalFloats(const char* fn, const char* name, const void* p, size_t n);
+// p (non-null) is aligned to `alignment` bytes, the alignment of what the
+// call reads through it (int64_t positions, an array of handles).
+tfk_status CheckAligned(const char* fn, const char* name, const void* p, size_t alignment);
 // Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte.
 bool BytesOverlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 // Output y of [rows, cols] may be x itself (same ld) but must not otherwise

@@ -183,6 +183,12 @@ TEST(Errors, Rope) {
     EXPECT_EQ(tfk_rope(2, 1, 8, 8, TFK_ROPE_HALF, 1e4, y.data(), 8, INT64_MAX - 1, nullptr),
               TFK_SUCCESS);
   }
+  // Positions are read as int64_t.
+  ExpectError(TFK_INVALID_ARGUMENT, "positions is not 8-byte aligned",
+              [](const float* x, float* y) {
+                return tfk_rope(1, 1, 8, 8, TFK_ROPE_HALF, 1e4, y, 8, 0,
+                                reinterpret_cast<const int64_t*>(x + 1));
+              });
   // Positions read while x is rotated must not share its bytes.
   ExpectError(TFK_INVALID_ARGUMENT, "positions overlaps x", [](const float*, float* y) {
     return tfk_rope(2, 1, 8, 8, TFK_ROPE_HALF, 1e4, y, 8, 0,

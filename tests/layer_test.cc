@@ -527,6 +527,11 @@ TEST_P(LayerTest, BatchedDecodingRefusals) {
   refused(list.data(), "caches[1]: the cache holds 2 KV heads of 16");
   list = caches, list[3] = full;
   refused(list.data(), "caches[3]: the cache (length 1, capacity 1) has no room");
+  // The array is read as pointers: aligned as they are.
+  std::vector<char> unaligned((n + 1) * sizeof(tfk_kv_cache*));
+  char* const half_off = unaligned.data() + alignof(tfk_kv_cache*) / 2;
+  std::memcpy(half_off, caches.data(), n * sizeof(tfk_kv_cache*));
+  refused(reinterpret_cast<tfk_kv_cache* const*>(half_off), "caches is not");
   // The array inside what the call writes: Y, the workspace.
   const auto lie_in = [&](void* at) {
     std::memcpy(at, caches.data(), n * sizeof(tfk_kv_cache*));
@@ -671,12 +676,29 @@ TEST_P(LayerTest, Errors) {
   expect(tfk_ffn_create(&f, &fc), "act");
   fc = b.ffn.cfg, fc.gated = 1, fc.w3 = nullptr;
   expect(tfk_ffn_create(&f, &fc), "w3");
+  // Weights, biases and norm parameters are read as floats when they are
+  // copied: each is checked, by name, before the copy.
+  const auto misaligned = [](const float* p) {
+    return reinterpret_cast<const float*>(reinterpret_cast<const char*>(p) + 2);
+  };
+  mc = b.mha.cfg, mc.wv = misaligned(mc.wv);
+  expect(tfk_mha_create(&m, &mc), "wv is not 4-byte aligned");
+  mc = b.mha.cfg, mc.bo = misaligned(mc.wo);
+  expect(tfk_mha_create(&m, &mc), "bo is not 4-byte aligned");
+  fc = b.ffn.cfg, fc.w2 = misaligned(fc.w2);
+  expect(tfk_ffn_create(&f, &fc), "w2 is not 4-byte aligned");
+  fc = b.ffn.cfg, fc.gated = 1, fc.w3 = fc.w1, fc.b3 = misaligned(fc.w1);
+  expect(tfk_ffn_create(&f, &fc), "b3 is not 4-byte aligned");
   tfk_block_config bc = b.cfg;
   bc.ffn.d_model = 16;
   tfk_block* blk = nullptr;
   expect(tfk_block_create(&blk, &bc), "d_model");
   bc = b.cfg, bc.attn.n_heads = 0;
   expect(tfk_block_create(&blk, &bc), "n_heads");
+  bc = b.cfg, bc.norm2_gamma = misaligned(bc.ffn.w1);
+  expect(tfk_block_create(&blk, &bc), "tfk_block_create: norm2_gamma is not 4-byte aligned");
+  bc = b.cfg, bc.norm1_beta = misaligned(bc.ffn.w1);
+  expect(tfk_block_create(&blk, &bc), "norm1_beta is not 4-byte aligned");
   // d_model is checked before the norm parameters (d_model floats each) are
   // read: a d_model too large with short gamma arrays is an error, not a
   // read past them or an exception through the C API.

@@ -660,6 +660,11 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
          tfk_linear_create(&h2, 4, 4, nullptr, 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
   expect(TFK_INVALID_ARGUMENT, "K is 0",
          tfk_linear_create(&h2, 0, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+  // The bias is read as floats, as W is.
+  const float* odd_bias =
+      reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.data()) + 2);
+  expect(TFK_INVALID_ARGUMENT, "bias is not 4-byte aligned",
+         tfk_linear_create(&h2, 4, 4, b.data(), 4, TFK_LAYOUT_KN, odd_bias, TFK_ACT_NONE));
   // W [2^58, 1] passes its own extent check, but the packed panel (K x 32
   // floats) does not fit size_t: refused before W (a made-up address) is read.
   expect(TFK_INVALID_ARGUMENT, "too large",

@@ -2,8 +2,9 @@
  *
  * Conventions for every function below:
  *  - Matrices are fp32, row-major, [rows, cols] with a leading dimension
- *    (row stride, in elements) ld >= cols. Pointers need only float (4-byte)
- *    alignment.
+ *    (row stride, in elements) ld >= cols. Float pointers need only float
+ *    (4-byte) alignment; tfk_rope's positions and the batched forwards'
+ *    caches array need their element type's (int64_t, a pointer).
  *  - Every function returns a tfk_status (except the destroy functions, the
  *    getters and tfk_last_error). Arguments are checked before anything is
  *    written: on TFK_INVALID_ARGUMENT or TFK_UNSUPPORTED_ISA nothing the
@@ -159,7 +160,8 @@ TFK_API tfk_status tfk_layernorm(size_t rows, size_t cols, const float* x,
                                  const float* beta, float eps, float* y,
                                  size_t ldy);
 
-/* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma is [cols] or NULL. */
+/* y = x / sqrt(mean(x^2) + eps) * gamma per row; gamma is [cols] or NULL.
+ * eps >= 0 and finite. In place allowed. */
 TFK_API tfk_status tfk_rmsnorm(size_t rows, size_t cols, const float* x,
                                size_t ldx, const float* gamma, float eps,
                                float* y, size_t ldy);
@@ -203,8 +205,8 @@ typedef enum tfk_layout {
 } tfk_layout;
 
 /* C[M,N] = alpha * A[M,K] op(B) + beta * C, row-major, leading dimensions
- * lda >= K, ldb >= N (KN) or >= K (NK), ldc >= N. Any M, N, K >= 1. C must
- * not overlap A or B. beta = 0 does not read C (NaN there is ignored);
+ * lda >= K, ldb >= N (KN) or >= K (NK), ldc >= N. Any M, N, K >= 1; alpha
+ * and beta finite. C must not overlap A or B. beta = 0 does not read C (NaN there is ignored);
  * alpha = 0 reads neither A nor B (C = beta C, +0 where beta = 0). Each
  * C element is one sequential FMA chain over k = 0..K-1, so results are
  * identical for any thread count and equal, bit for bit, to tfk_linear with
@@ -256,8 +258,8 @@ TFK_API void tfk_linear_destroy(tfk_linear* layer);
  * likewise (ldk, ldv), so Q, K and V can be column ranges of one fused QKV
  * projection; O is [q_len, n_heads, head_dim] (ldo), the heads concatenated.
  * n_heads is a multiple of n_kv_heads (grouped-query / multi-query
- * attention); head_dim <= 256; q_len, kv_len <= 2^31 - 1; scale = 0
- * selects 1/sqrt(head_dim). Q enters as scale*Q rounded to float, so an
+ * attention); head_dim <= 256; q_len, kv_len <= 2^31 - 1; scale finite,
+ * 0 selecting 1/sqrt(head_dim). Q enters as scale*Q rounded to float, so an
  * element whose product overflows makes its query's row NaN.
  * TFK_MASK_CAUSAL is bottom-right aligned: query t sits at position
  * kv_len - q_len + t and sees keys j <= kv_len - q_len + t; a query that sees
@@ -316,7 +318,7 @@ TFK_API tfk_status tfk_kv_cache_append(tfk_kv_cache* cache, size_t tokens,
  * token (kv_len = the cache length, so append the new tokens' K and V
  * first; with TFK_MASK_CAUSAL query t sees the cached tokens up to its own
  * position length - q_len + t). n_heads is a multiple of the cache's
- * n_kv_heads. */
+ * n_kv_heads; scale as for tfk_attention. */
 TFK_API tfk_status tfk_kv_cache_attention(const tfk_kv_cache* cache,
                                           size_t q_len, size_t n_heads,
                                           const float* Q, size_t ldq,
@@ -351,8 +353,8 @@ TFK_API void tfk_kv_cache_destroy(tfk_kv_cache* cache);
  * them, and the workspace must not overlap any of them. */
 
 typedef struct tfk_mha_config {
-  size_t d_model;     /* width of X and Y */
-  size_t n_heads;     /* query heads */
+  size_t d_model;     /* width of X and Y, <= 2^24 */
+  size_t n_heads;     /* query heads, <= 2^16 */
   size_t n_kv_heads;  /* key/value heads: n_heads (MHA), fewer (GQA), 1 (MQA) */
   size_t head_dim;    /* 0: d_model / n_heads */
   tfk_layout layout;  /* of all four weights */
@@ -369,7 +371,7 @@ typedef struct tfk_mha_config {
   tfk_rope_pairing rope_pairing;
   size_t rope_dim;    /* rotated dims per head; 0: head_dim */
   double rope_base;   /* 0: 10000 */
-  float scale;        /* 0: 1 / sqrt(head_dim) */
+  float scale;        /* finite; 0: 1 / sqrt(head_dim) */
 } tfk_mha_config;
 
 typedef struct tfk_mha tfk_mha;
@@ -422,7 +424,7 @@ TFK_API tfk_status tfk_mha_forward_batch(const tfk_mha* mha, size_t n,
 TFK_API void tfk_mha_destroy(tfk_mha* mha);
 
 typedef struct tfk_ffn_config {
-  size_t d_model, d_ff;
+  size_t d_model, d_ff; /* each <= 2^24 */
   tfk_activation act; /* RELU, GELU_ERF, GELU_TANH or SILU */
   /* 0: act(x W1 + b1) W2 + b2;
    * 1: (act(x W1 + b1) * (x W3 + b3)) W2 + b2 (SwiGLU with SILU, GeGLU with

@@ -1,6 +1,8 @@
 // tfk: thin C++17 layer over the C API (tfk.h). Each function calls its C
 // counterpart and throws tfk::error, carrying the status and the same message,
-// when it fails. Argument order and semantics are those of tfk.h.
+// when it fails. Semantics are those of tfk.h, and so is argument order,
+// except that optional arguments with defaults (leading dimensions, B's
+// layout, alpha and beta, scale and mask) come last.
 #ifndef TFK_TFK_HPP_
 #define TFK_TFK_HPP_
 
@@ -50,6 +52,9 @@ inline int num_threads() { return tfk_get_num_threads(); }
 // was active then: restoring it as a cap selects the same ISA. The cap is
 // the process's (tfk_set_max_isa), so scopes must nest: each destroyed
 // before the one made before it, never two alive on different threads.
+// The destructor's tfk_set_max_isa clears tfk_last_error(), as every call
+// does: read a failed call's message inside the scope (tfk::error carries
+// it out).
 class scoped_max_isa {
  public:
   explicit scoped_max_isa(const std::string& name) : previous_(tfk_active_isa()) {
@@ -160,6 +165,7 @@ class linear : public detail::handle<tfk_linear, tfk_linear_destroy> {
   // dimensions 0: dense; ldr 0 with R == Y: Y's).
   void forward(size_t M, const float* X, float* Y, const float* R = nullptr, size_t ldx = 0,
                size_t ldy = 0, size_t ldr = 0) const {
+    if (h_ == nullptr) check(tfk_linear_forward(h_, M, X, ldx, Y, ldy, R, ldr));  // moved from
     const Info i = info();
     if (ldy == 0) ldy = i.n;
     if (ldr == 0) ldr = R == Y ? ldy : i.n;
