@@ -95,7 +95,8 @@ TFK_API int tfk_isa_supported(const char* name);
  * initial cap the same way. */
 TFK_API tfk_status tfk_set_max_isa(const char* name);
 
-/* The target that calls made now run on. */
+/* The target that calls made now run on. While another thread changes the
+ * cap, it may name the target of either cap. */
 TFK_API const char* tfk_active_isa(void);
 
 /* ---- Threads ---------------------------------------------------------- */
