@@ -58,6 +58,9 @@ tfk_status CheckMatrix(const char* fn, const char* name, const void* p,
   // (rows - 1) * ld + cols elements, each 4 bytes, must not overflow the
   // address space.
   const size_t max_elems = static_cast<size_t>(PTRDIFF_MAX) / sizeof(float);
+  if (cols > max_elems) {
+    return Fail(TFK_INVALID_ARGUMENT, fn, "%s extent overflows: cols %zu", name, cols);
+  }
   if (ld != 0 && rows - 1 > (max_elems - cols) / ld) {
     return Fail(TFK_INVALID_ARGUMENT, fn,
                 "%s extent overflows: rows %zu x leading dimension %zu", name, rows, ld);

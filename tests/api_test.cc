@@ -45,7 +45,7 @@ TEST(Errors, Softmax) {
   auto sm = [](size_t rows, size_t cols, size_t ldx, size_t ldy, float scale, int mask,
                size_t q_len) {
     return [=](const float* x, float* y) {
-      return tfk_softmax(rows, cols, x, ldx, y, ldy, scale, EnumFromInt<tfk_mask>(mask), q_len);
+      return tfk_softmax(rows, cols, x, ldx, y, ldy, scale, static_cast<tfk_mask>(mask), q_len);
     };
   };
   ExpectError(TFK_INVALID_ARGUMENT, "rows is 0", sm(0, 4, 4, 4, 1, 0, 0));
@@ -53,7 +53,6 @@ TEST(Errors, Softmax) {
   ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of x (3) < cols (4)", sm(2, 4, 3, 4, 1, 0, 0));
   ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of y", sm(2, 4, 4, 2, 1, 0, 0));
   ExpectError(TFK_INVALID_ARGUMENT, "scale", sm(2, 4, 4, 4, NAN, 0, 0));
-  ExpectError(TFK_INVALID_ARGUMENT, "mask", sm(2, 4, 4, 4, 1, 7, 0));
   ExpectError(TFK_INVALID_ARGUMENT, "q_len is 0", sm(2, 4, 4, 4, 1, 1, 0));
   ExpectError(TFK_INVALID_ARGUMENT, "not a multiple of q_len", sm(5, 4, 4, 4, 1, 1, 2));
   ExpectError(TFK_INVALID_ARGUMENT, "too large", sm(kHuge, 4, 4, 4, 1, 0, 0));
@@ -75,9 +74,6 @@ TEST(Errors, Softmax) {
 }
 
 TEST(Errors, ActivationAndAdd) {
-  ExpectError(TFK_INVALID_ARGUMENT, "act (9)", [](const float* x, float* y) {
-    return tfk_activate(EnumFromInt<tfk_activation>(9), 1, 4, x, 4, y, 4);
-  });
   ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of x", [](const float* x, float* y) {
     return tfk_activate(TFK_ACT_RELU, 2, 4, x, 1, y, 4);
   });
@@ -141,7 +137,7 @@ TEST(Errors, Rope) {
   auto rope = [](size_t tokens, size_t heads, size_t hd, size_t rd, int pairing, double base,
                  size_t ldx) {
     return [=](const float*, float* y) {
-      return tfk_rope(tokens, heads, hd, rd, EnumFromInt<tfk_rope_pairing>(pairing), base, y, ldx,
+      return tfk_rope(tokens, heads, hd, rd, static_cast<tfk_rope_pairing>(pairing), base, y, ldx,
                       0, nullptr);
     };
   };
@@ -162,7 +158,6 @@ TEST(Errors, Rope) {
     EXPECT_NE(x[1], 1.0f);
     EXPECT_EQ(x[1024], 1.0f);  // beyond rotary_dim: untouched
   }
-  ExpectError(TFK_INVALID_ARGUMENT, "pairing", rope(1, 1, 8, 8, 5, 1e4, 8));
   ExpectError(TFK_INVALID_ARGUMENT, "base", rope(1, 1, 8, 8, 0, 1.0, 8));
   ExpectError(TFK_INVALID_ARGUMENT, "base", rope(1, 1, 8, 8, 0, NAN, 8));
   ExpectError(TFK_INVALID_ARGUMENT, "leading dimension of x (15) < cols (16)",
@@ -208,7 +203,6 @@ TEST(Errors, StatusStringsAndCppException) {
   EXPECT_STREQ(tfk_status_string(TFK_UNSUPPORTED_ISA), "unsupported ISA");
   EXPECT_STREQ(tfk_status_string(TFK_OUT_OF_MEMORY), "out of memory");
   EXPECT_STREQ(tfk_status_string(TFK_INTERNAL_ERROR), "internal error");
-  EXPECT_STREQ(tfk_status_string(EnumFromInt<tfk_status>(99)), "unknown status");
   float x[4] = {1, 2, 3, 4};
   try {
     tfk::softmax(1, 4, x, x, 1.0f, TFK_MASK_NONE, 0, 2);

@@ -335,7 +335,7 @@ TEST_P(AttentionTest, Errors) {
                        const float* Q, size_t ldq, const float* K, size_t ldk, const float* V,
                        size_t ldv, float* O, size_t ldo, float scale, int mask) {
     return tfk_attention(q_len, kv_len, nh, nkv, d, Q, ldq, K, ldk, V, ldv, O, ldo, scale,
-                         EnumFromInt<tfk_mask>(mask));
+                         static_cast<tfk_mask>(mask));
   };
   float* q = pb.q.data();
   float* k = pb.k.data();
@@ -360,7 +360,6 @@ TEST_P(AttentionTest, Errors) {
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, v + 8, 32, 0, 0), "O overlaps V");
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 15, o, 32, 0, 0), "V");
   expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, NAN, 0), "scale");
-  expect(run(4, 6, 4, 2, 8, q, 32, k, 16, v, 16, o, 32, 0, 7), "mask");
   EXPECT_TRUE(SameBits(before.data(), pb.o.data(), before.size()));
   EXPECT_TRUE(SameBits(q_before.data(), pb.q.data(), q_before.size()));
   EXPECT_TRUE(SameBits(k_before.data(), pb.k.data(), k_before.size()));
@@ -535,8 +534,6 @@ TEST_P(KvCacheTest, Errors) {
   EXPECT_EQ(tfk_kv_cache_create(&c, 0, 1, 8, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tfk_last_error()).find("capacity"), std::string::npos);
   EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 300, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
-  EXPECT_EQ(tfk_kv_cache_create(&c, 4, 1, 8, EnumFromInt<tfk_dtype>(5)), TFK_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(tfk_last_error()).find("dtype"), std::string::npos);
   EXPECT_EQ(tfk_kv_cache_create(nullptr, 4, 1, 8, TFK_DTYPE_F32), TFK_INVALID_ARGUMENT);
   // capacity x n_kv_heads x head_dim x 4 bytes x 2 wraps size_t (to 0).
   EXPECT_EQ(tfk_kv_cache_create(&c, size_t{1} << 30, size_t{1} << 34, 256, TFK_DTYPE_F32),

@@ -249,17 +249,18 @@ TEST_P(MatmulTest, PackedEqualsUnpackedForEveryRowCount) {
 // twice L2 (as the library reads it; 4 MiB where it reports none) with K
 // odd, so the last block is partial. 200 columns are 7 panels, the last
 // partial: two tasks get 3-4 each, so both run a split tile. M = 2-6 take
-// the decoding tiles over long panels (K > 2048), which prefetch the next
-// panel only where detail::DecodeNextLongPanel says so (ctest also runs
-// this with TFK_DECODE_NEXT_PANEL=1). Packed still equals unpacked bit for
-// bit, on one and two threads, and the reference.
+// the decoding tiles over long panels (K > 2048 whatever the L2), of which
+// M = 2-4 prefetch the next panel only where detail::DecodeNextLongPanel
+// says so (ctest also runs this with TFK_DECODE_NEXT_PANEL=1). Packed still
+// equals unpacked bit for bit, on one and two threads, and the reference.
 TEST_P(MatmulTest, PackedEqualsUnpackedBeyondL2) {
   long l2 = -1;
 #ifdef _SC_LEVEL2_CACHE_SIZE
   l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
 #endif
   if (l2 <= 0 || l2 > (32l << 20)) l2 = 2l << 20;
-  const size_t N = 200, K = static_cast<size_t>(l2) * 2 / (N * sizeof(float)) | 1;
+  const size_t N = 200,
+               K = std::max<size_t>(static_cast<size_t>(l2) * 2 / (N * sizeof(float)), 4097) | 1;
   Mat X(12, K), W(K, N), Y(12, N), Y2(12, N);
   FillUniform(X.data(), 12 * X.ld, -1, 1, 31);
   FillUniform(W.data(), K * W.ld, -1, 1, 32);
@@ -634,8 +635,6 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
          tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 3));
   expect(TFK_INVALID_ARGUMENT, "B is NULL",
          tfk_matmul(2, 4, 4, 1, a.data(), 4, nullptr, 4, TFK_LAYOUT_KN, 0, c.data(), 4));
-  expect(TFK_INVALID_ARGUMENT, "layout (7)",
-         tfk_matmul(2, 4, 4, 1, a.data(), 4, b.data(), 4, EnumFromInt<tfk_layout>(7), 0, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "alpha",
          tfk_matmul(2, 4, 4, NAN, a.data(), 4, b.data(), 4, TFK_LAYOUT_KN, 0, c.data(), 4));
   expect(TFK_INVALID_ARGUMENT, "C overlaps A",
@@ -645,9 +644,6 @@ TEST(MatmulErrors, StatusAndNothingWritten) {
   tfk_linear* h = nullptr;
   expect(TFK_INVALID_ARGUMENT, "out is NULL",
          tfk_linear_create(nullptr, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
-  expect(TFK_INVALID_ARGUMENT, "act (9)",
-         tfk_linear_create(&h, 4, 4, b.data(), 4, TFK_LAYOUT_KN, nullptr,
-                           EnumFromInt<tfk_activation>(9)));
   EXPECT_EQ(h, nullptr);
   expect(TFK_INVALID_ARGUMENT, "leading dimension of W",
          tfk_linear_create(&h, 4, 4, b.data(), 2, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));

@@ -20,16 +20,6 @@ namespace tfk_test {
 
 constexpr double kEps = 1.0 / (1 << 24);  // float unit roundoff, 2^-24
 
-// An enum holding an int that may lie outside its enumerators' range, as a
-// C caller can pass (a static_cast to such a value is undefined in C++).
-template <class E>
-E EnumFromInt(int v) {
-  static_assert(sizeof(E) == sizeof(int), "a C enum here is int-sized");
-  E e;
-  std::memcpy(&e, &v, sizeof(e));
-  return e;
-}
-
 // Parameter: ISA name. SetUp caps tfk at it; TearDown removes the cap.
 class IsaTest : public ::testing::TestWithParam<std::string> {
  protected:

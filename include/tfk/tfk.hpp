@@ -2,7 +2,9 @@
 // counterpart and throws tfk::error, carrying the status and the same message,
 // when it fails. Semantics are those of tfk.h, and so is argument order,
 // except that optional arguments with defaults (leading dimensions, B's
-// layout, alpha and beta, scale and mask) come last.
+// layout, alpha and beta, mask and scale, in that order) come last, and
+// rope takes its head_dim, rotary_dim, pairing and base as one rope_config
+// first.
 #ifndef TFK_TFK_HPP_
 #define TFK_TFK_HPP_
 
