@@ -207,8 +207,9 @@ typedef enum tfk_layout {
 
 /* C[M,N] = alpha * A[M,K] op(B) + beta * C, row-major, leading dimensions
  * lda >= K, ldb >= N (KN) or >= K (NK), ldc >= N. Any M, N, K >= 1; alpha
- * and beta finite. C must not overlap A or B. beta = 0 does not read C (NaN there is ignored);
- * alpha = 0 reads neither A nor B (C = beta C, +0 where beta = 0). Each
+ * and beta finite. C must not overlap A or B. beta = 0 does not read C
+ * (NaN there is ignored); alpha = 0 reads neither A nor B (C = beta C, +0
+ * where beta = 0). Each
  * C element is one sequential FMA chain over k = 0..K-1, so results are
  * identical for any thread count and equal, bit for bit, to tfk_linear with
  * the same B. Error: |C - C_exact| <= K u |alpha| (|A||B|)_ij (2 K u on
