@@ -75,7 +75,8 @@ void ActivateWith(size_t rows, size_t cols, const float* x, size_t ldx, float* y
 template <class Op>
 void ActivateWith(size_t rows, size_t cols, const float* x, size_t ldx, float* y,
                   size_t ldy) {
-  if (rows * cols * sizeof(float) >= detail::StreamThresholdBytes()) {
+  const size_t out = rows * cols * sizeof(float);
+  if (detail::StreamOutput(x == y ? 0 : out, out)) {
     ActivateWith<true, Op>(rows, cols, x, ldx, y, ldy);
   } else {
     ActivateWith<false, Op>(rows, cols, x, ldx, y, ldy);
@@ -94,7 +95,8 @@ void Activate(int act, size_t rows, size_t cols, const float* x, size_t ldx,
 
 void AddRows(size_t rows, size_t cols, const float* a, size_t lda, const float* b,
              size_t ldb, float* y, size_t ldy) {
-  const bool stream = rows * cols * sizeof(float) >= detail::StreamThresholdBytes();
+  const size_t out = rows * cols * sizeof(float);
+  const bool stream = detail::StreamOutput((a == y ? 0 : out) + (b == y || b == a ? 0 : out), out);
   if (lda == ldb) {  // a and b share offsets: flat blocks when dense
     const auto run = [&](auto stream_tag) HWY_ATTR {
       constexpr bool kStream = decltype(stream_tag)::value;

@@ -8,17 +8,33 @@
 namespace tfk {
 namespace detail {
 
-// Outputs at least this large are written with non-temporal (streaming)
-// stores: half the last-level cache (sysfs, else sysconf; at most 64 MiB per
-// CPU sharing it, which a VM shown its host's L3 would exceed; 16 MiB if
-// unknown).
-// Input and output together then exceed the cache, so the output cannot stay
-// there for its consumer anyway, and a streaming store skips the
-// read-for-ownership a normal store does: an out-of-place pass moves 2 bytes
-// per byte written instead of 3. Decoding attention reads K and V at least
-// this large as 4 streams. The environment variable TFK_STREAM_THRESHOLD
-// (bytes) overrides it.
+// The size past which a call writes its output with non-temporal
+// (streaming) stores: half the last-level cache (sysfs, else sysconf; at
+// most 64 MiB per CPU sharing it, which a VM shown its host's L3 would
+// exceed; 16 MiB if unknown). A streaming store skips the read-for-ownership
+// a normal store does: an out-of-place pass moves 2 bytes per byte written
+// instead of 3. Decoding attention reads K and V at least this large as 4
+// streams. The environment variable TFK_STREAM_THRESHOLD (bytes) overrides
+// it.
 size_t StreamThresholdBytes();
+
+// Whether a call writes its output with streaming stores (activations,
+// tfk_add, the norms): the bytes it reads from buffers other than its output
+// and the bytes it writes together reach StreamThresholdBytes(). They had
+// compared the output alone, which left calls of 32-63 MiB of output and as
+// much input on ordinary stores although their data did not stay in the
+// cache between calls: one Xeon (family 6 model 207, 2 vCPUs shown 260 MiB
+// of L3, so a 64 MiB threshold), medians of per-round ratios over 21-41
+// rounds, 1 / 2 threads: ReLU on 8 Mi floats +46 / +37 %, tfk_add on 8 Mi
+// and 6 Mi floats +96 / +76 % and +52 / +42 %, LayerNorm [2048, 4096] +38 /
+// +37 %, RMSNorm +63 / +73 %; GELU-erf (bound by its arithmetic) the same;
+// calls that stayed under the threshold (LayerNorm [1536, 4096], RMSNorm
+// [1024, 4096]) or were past it either way (ReLU on 16 Mi floats) the same.
+// Softmax keeps comparing its output alone (lib/softmax.cc): counted with
+// its input, [16384, 512] streamed lost 9 / 19 %.
+inline bool StreamOutput(size_t in_bytes, size_t out_bytes) {
+  return in_bytes + out_bytes >= StreamThresholdBytes();
+}
 
 // The L1 data cache and the L2 cache of one core in bytes (sysconf; 32 and
 // 512 KiB if unknown).

@@ -161,8 +161,8 @@ HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float
 template <class RowFn>
 HWY_INLINE void ForEachRow(const NormArgs& a, const RowFn& row) {
   const hn::ScalableTag<float> d;
-  const bool stream = a.cols >= hn::Lanes(d) &&
-                      a.rows * a.cols * sizeof(float) >= detail::StreamThresholdBytes();
+  const size_t out = a.rows * a.cols * sizeof(float);
+  const bool stream = a.cols >= hn::Lanes(d) && detail::StreamOutput(a.x == a.y ? 0 : out, out);
   detail::ParallelFor(a.rows, a.cols * 2 * sizeof(float), [&](size_t begin, size_t end) HWY_ATTR {
     for (size_t r = begin; r < end; ++r) {
       const float* x = a.x + r * a.ldx;
