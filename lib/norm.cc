@@ -14,9 +14,9 @@
 // 6.1 -> 7.9 GB/s; the copy of the same bytes moves 9.5). A pipeline whose
 // output pass for row r also made row r + 1's variance pass and row r + 2's
 // mean pass (RMSNorm: row r + 1's one pass), so that all reading from memory
-// overlapped the writing as in a copy, measured the same within noise here
-// (one Xeon core, family 6 model 207, [2048, 4096], medians of per-round
-// ratios over 31 rounds: LayerNorm +0.5 %, RMSNorm +2 %). An intrinsics
+// overlapped the writing as in a copy, was no faster here (one Xeon core,
+// family 6 model 207, [2048, 4096], medians of per-round ratios over 31
+// rounds, two builds: LayerNorm +0.5 / -4 %, RMSNorm +2 / -7 %). An intrinsics
 // model of LayerNorm without gamma and beta ran it at 28.4-29.7 GB/s against
 // 21.8-22.7 for the three passes (a copy: 32); with gamma and beta at
 // 22.1-22.5, or 25.6-26.4 with them held in L1: their 32 KiB, read beside
