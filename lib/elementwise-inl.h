@@ -154,7 +154,8 @@ HWY_INLINE void PrefetchAhead(D d, const float* p, size_t i, size_t n) {
 // medians of per-round ratios: 256 Ki floats (L2) +21 %, 16 Mi (L3) +28 %,
 // 64 Mi (from memory) +5 %; AVX-512, SSE4 and the GELUs the same.
 //
-// kFar (the streamed calls, whose input comes from memory): each line is also
+// kFar (the streamed calls, whose data does not stay in the last-level cache,
+// so the input comes from memory): each line is also
 // asked into L2 kPrefetchFar floats (32 KiB) ahead, so that more lines are
 // in flight than the L1 prefetches alone allow (one Xeon, family 6 model
 // 167, AVX-512, 16 Mi floats, in-process A/B as above, 1 / 2 threads: ReLU

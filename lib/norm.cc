@@ -9,8 +9,9 @@
 //   2. var = sum(((x - p) - m_lo)^2) / n (two-pass: no cancellation);
 //   3. y = ((x - p) - m_lo) * (rstd * gamma) + beta.
 // RMSNorm: ms = sum(x^2) / n, then y = x * (rstd * gamma).
-// Only the first pass reads memory; outputs past the streaming threshold are
-// written with streaming stores (LayerNorm [2048, 4096], AVX2, 1 thread:
+// Only the first pass reads memory; calls whose input (unless in place) and
+// output together reach the streaming threshold (detail::StreamOutput) write
+// their output with streaming stores (LayerNorm [2048, 4096], AVX2, 1 thread:
 // 6.1 -> 7.9 GB/s; the copy of the same bytes moves 9.5). A pipeline whose
 // output pass for row r also made row r + 1's variance pass and row r + 2's
 // mean pass (RMSNorm: row r + 1's one pass), so that all reading from memory
@@ -163,9 +164,10 @@ HWY_INLINE void RmsNormRowT(D d, const float* x, float* y, size_t n, const float
 }
 
 // Runs row(kStream tag, d, x_row, y_row) over the rows in parallel; d is a
-// full vector when a row holds one, else a single lane. Outputs at least
-// StreamThresholdBytes() large are written with streaming stores: a row's
-// three passes are short, and without the read-for-ownership of y's lines an
+// full vector when a row holds one, else a single lane. Calls whose input
+// (unless in place) and output together reach the streaming threshold
+// (detail::StreamOutput) write with streaming stores: a row's three passes
+// are short, and without the read-for-ownership of y's lines an
 // out-of-place pass moves 2 bytes per byte written instead of 3.
 template <class RowFn>
 HWY_INLINE void ForEachRow(const NormArgs& a, const RowFn& row) {

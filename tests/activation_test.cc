@@ -227,6 +227,14 @@ TEST_P(ActivationTest, AddExactStridedAndInPlace) {
     FillUniform(bd.data(), bd.size(), -1e3f, 1e3f, 4);
     ASSERT_EQ(tfk_add(rows, cols, ad.data(), cols, bd.data(), cols, yd.data(), cols), TFK_SUCCESS);
     for (size_t i = 0; i < yd.size(); ++i) ASSERT_EQ(yd[i], ad[i] + bd[i]);
+    // dense, a twice (a + a), then in place into a (a += b): each counts
+    // its buffers once against the streaming threshold
+    ASSERT_EQ(tfk_add(rows, cols, ad.data(), cols, ad.data(), cols, yd.data(), cols), TFK_SUCCESS);
+    for (size_t i = 0; i < yd.size(); ++i) ASSERT_EQ(yd[i], ad[i] + ad[i]);
+    std::vector<float> sum(ad.size());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = ad[i] + bd[i];
+    ASSERT_EQ(tfk_add(rows, cols, ad.data(), cols, bd.data(), cols, ad.data(), cols), TFK_SUCCESS);
+    for (size_t i = 0; i < ad.size(); ++i) ASSERT_EQ(ad[i], sum[i]);
     // in place into a
     ASSERT_EQ(tfk_add(rows, cols, a.data(), lda, b.data(), ldb, a.data(), lda), TFK_SUCCESS);
     for (size_t r = 0; r < rows; ++r) {
