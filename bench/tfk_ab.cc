@@ -1,0 +1,221 @@
+// tfk-ab: compares two builds of libtfk in one process, call by call.
+//
+//   tfk-ab LIB_A LIB_B KERNEL DIMS... [--threads T] [--rounds R] [--isa ISA]
+//
+// KERNEL and DIMS: softmax ROWS COLS, layernorm ROWS COLS, rmsnorm ROWS COLS,
+// relu N, gelu_erf N, gelu_tanh N, silu N, add N, linear M K N. LIB_A and
+// LIB_B are paths to two copies of the library (each build's
+// libtfk.so.X.Y.Z copied to a name of its own: dlopen loads a path once).
+//
+// On a shared, noisy host two separate runs differ by more than most changes
+// do, and so do medians of interleaved repetitions. Here each round times A
+// and B back to back, in an order drawn at random, on the same buffers, and
+// the figure is the median over rounds of the ratio time(A) / time(B): a
+// slow spell of the host hits both sides of a round. It prints each side's
+// median rate (GB/s of bytes read and written; GFLOP/s for linear) and the
+// median and quartiles of the per-round speedup of B over A. The comments
+// in lib/ that quote "medians of per-round ratios" measured this way.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "tfk/tfk.h"
+
+namespace {
+
+struct Lib {
+  decltype(&tfk_set_num_threads) set_num_threads;
+  decltype(&tfk_set_max_isa) set_max_isa;
+  decltype(&tfk_last_error) last_error;
+  decltype(&tfk_softmax) softmax;
+  decltype(&tfk_layernorm) layernorm;
+  decltype(&tfk_rmsnorm) rmsnorm;
+  decltype(&tfk_activate) activate;
+  decltype(&tfk_add) add;
+  decltype(&tfk_linear_create) linear_create;
+  decltype(&tfk_linear_forward) linear_forward;
+  decltype(&tfk_linear_destroy) linear_destroy;
+  tfk_linear* linear = nullptr;
+};
+
+[[noreturn]] void Die(const char* what, const char* detail) {
+  fprintf(stderr, "tfk-ab: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+  exit(1);
+}
+
+template <class F>
+void Sym(void* h, const char* name, F& f) {
+  f = reinterpret_cast<F>(dlsym(h, name));
+  if (f == nullptr) Die("missing symbol", name);
+}
+
+Lib Load(const char* path) {
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) Die("cannot load", dlerror());
+  Lib l;
+  Sym(h, "tfk_set_num_threads", l.set_num_threads);
+  Sym(h, "tfk_set_max_isa", l.set_max_isa);
+  Sym(h, "tfk_last_error", l.last_error);
+  Sym(h, "tfk_softmax", l.softmax);
+  Sym(h, "tfk_layernorm", l.layernorm);
+  Sym(h, "tfk_rmsnorm", l.rmsnorm);
+  Sym(h, "tfk_activate", l.activate);
+  Sym(h, "tfk_add", l.add);
+  Sym(h, "tfk_linear_create", l.linear_create);
+  Sym(h, "tfk_linear_forward", l.linear_forward);
+  Sym(h, "tfk_linear_destroy", l.linear_destroy);
+  return l;
+}
+
+void Check(const Lib& l, tfk_status s) {
+  if (s != TFK_SUCCESS) Die("call failed", l.last_error());
+}
+
+[[noreturn]] void Usage() {
+  Die("usage",
+      "tfk-ab LIB_A LIB_B KERNEL DIMS... [--threads T] [--rounds R] [--isa ISA]\n"
+      "  softmax|layernorm|rmsnorm ROWS COLS; relu|gelu_erf|gelu_tanh|silu|add N;\n"
+      "  linear M K N");
+}
+
+size_t Dim(const char* s) {
+  char* end = nullptr;
+  const unsigned long long v = strtoull(s, &end, 10);
+  if (*s < '1' || *s > '9' || *end != '\0') Usage();
+  return static_cast<size_t>(v);
+}
+
+double Median(std::vector<double> v, double q = 0.5) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) Usage();
+  std::vector<std::string> pos;
+  int threads = 1, rounds = 31;
+  const char* isa = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = static_cast<int>(Dim(argv[++i]));
+    } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+      rounds = static_cast<int>(Dim(argv[++i]));
+    } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+      isa = argv[++i];
+    } else {
+      pos.push_back(argv[i]);
+    }
+  }
+  if (pos.size() < 4) Usage();
+  Lib libs[2] = {Load(pos[0].c_str()), Load(pos[1].c_str())};
+  const std::string kernel = pos[2];
+  std::vector<size_t> dims;
+  for (size_t i = 3; i < pos.size(); ++i) dims.push_back(Dim(pos[i].c_str()));
+  const bool linear = kernel == "linear";
+  const bool rows_cols = kernel == "softmax" || kernel == "layernorm" || kernel == "rmsnorm";
+  if (dims.size() != (linear ? 3u : rows_cols ? 2u : 1u)) Usage();
+  const size_t rows = rows_cols ? dims[0] : 1, cols = rows_cols ? dims[1] : dims[0];
+
+  for (Lib& l : libs) {
+    Check(l, l.set_num_threads(threads));
+    if (isa != nullptr) Check(l, l.set_max_isa(isa));
+  }
+  // Inputs: x (and b for add, W for linear), output y; 64-byte aligned.
+  const size_t M = linear ? dims[0] : 0, K = linear ? dims[1] : 0, N = linear ? dims[2] : 0;
+  const size_t x_floats = linear ? M * K : rows * cols, y_floats = linear ? M * N : rows * cols;
+  auto x = hwy::AllocateAligned<float>(x_floats), y = hwy::AllocateAligned<float>(y_floats);
+  auto b = hwy::AllocateAligned<float>(kernel == "add" ? x_floats : 1);
+  auto gamma = hwy::AllocateAligned<float>(cols), beta = hwy::AllocateAligned<float>(cols);
+  if (!x || !y || !b || !gamma || !beta) Die("out of memory", nullptr);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (size_t i = 0; i < x_floats; ++i) x[i] = u(rng);
+  for (size_t i = 0; i < (kernel == "add" ? x_floats : 1); ++i) b[i] = u(rng);
+  for (size_t i = 0; i < cols; ++i) {
+    gamma[i] = 1.0f + 0.1f * u(rng);
+    beta[i] = 0.1f * u(rng);
+  }
+  double work = 2.0 * 4.0 * static_cast<double>(rows * cols);  // bytes read and written
+  if (kernel == "add") work = 3.0 * 4.0 * static_cast<double>(cols);
+  if (linear) {
+    std::vector<float> w(K * N);
+    for (float& v : w) v = 0.05f * u(rng);
+    for (Lib& l : libs) {
+      Check(l, l.linear_create(&l.linear, K, N, w.data(), N, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+    }
+    work = 2.0 * static_cast<double>(M) * static_cast<double>(K) * static_cast<double>(N);
+  }
+
+  const auto call = [&](const Lib& l) {
+    tfk_activation act = TFK_ACT_RELU;
+    if (kernel == "softmax") {
+      return Check(l, l.softmax(rows, cols, x.get(), cols, y.get(), cols, 1.0f, TFK_MASK_NONE, 0));
+    }
+    if (kernel == "layernorm") {
+      return Check(
+          l, l.layernorm(rows, cols, x.get(), cols, gamma.get(), beta.get(), 1e-5f, y.get(), cols));
+    }
+    if (kernel == "rmsnorm") {
+      return Check(l, l.rmsnorm(rows, cols, x.get(), cols, gamma.get(), 1e-5f, y.get(), cols));
+    }
+    if (kernel == "add")
+      return Check(l, l.add(1, cols, x.get(), cols, b.get(), cols, y.get(), cols));
+    if (linear) return Check(l, l.linear_forward(l.linear, M, x.get(), K, y.get(), N, nullptr, 0));
+    if (kernel == "gelu_erf") {
+      act = TFK_ACT_GELU_ERF;
+    } else if (kernel == "gelu_tanh") {
+      act = TFK_ACT_GELU_TANH;
+    } else if (kernel == "silu") {
+      act = TFK_ACT_SILU;
+    } else if (kernel != "relu") {
+      Usage();
+    }
+    Check(l, l.activate(act, 1, cols, x.get(), cols, y.get(), cols));
+  };
+
+  // Calls per timing: about 50 ms of the first side, measured once.
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [&](const Lib& l, int calls) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) call(l);
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  for (const Lib& l : libs) call(l);  // first touch, scratch
+  const double once = seconds(libs[0], 1);
+  const int calls = std::max(1, static_cast<int>(0.05 / std::max(once, 1e-7)));
+
+  std::vector<double> ratio, rate[2];
+  for (int r = 0; r < rounds; ++r) {
+    double t[2];
+    const int first = static_cast<int>(rng() & 1);
+    for (int k = 0; k < 2; ++k) {
+      const int side = k ^ first;
+      t[side] = seconds(libs[side], calls) / calls;
+    }
+    ratio.push_back(t[0] / t[1]);
+    for (int side = 0; side < 2; ++side) rate[side].push_back(work / t[side] / 1e9);
+  }
+  const char* unit = linear ? "GFLOP/s" : "GB/s";
+  printf("%s", kernel.c_str());
+  for (size_t d : dims) printf(" %zu", d);
+  printf(
+      ", %d thread%s, %d rounds of %d calls: A %.3g %s, B %.3g %s; B / A speedup: median %.3f "
+      "(quartiles %.3f-%.3f)\n",
+      threads, threads == 1 ? "" : "s", rounds, calls, Median(rate[0]), unit, Median(rate[1]), unit,
+      Median(ratio), Median(ratio, 0.25), Median(ratio, 0.75));
+  for (Lib& l : libs) {
+    if (l.linear != nullptr) l.linear_destroy(l.linear);
+  }
+  return 0;
+}
