@@ -1,0 +1,33 @@
+# tfk-ab (bench/tfk_ab.cc) on two copies of the built library: each kernel at
+# a small size must print its comparison line and exit 0; an unknown kernel
+# must print the usage, and an ISA name the library refuses its message, each
+# with exit status 1.
+#   cmake -DAB=<tfk-ab> -DLIB=<libtfk.so> -DWORK_DIR=<dir> -P tfk_ab_test.cmake
+file(MAKE_DIRECTORY ${WORK_DIR})
+# dlopen loads a path once: the two builds need two names.
+file(COPY_FILE ${LIB} ${WORK_DIR}/a.so)
+file(COPY_FILE ${LIB} ${WORK_DIR}/b.so)
+set(a ${WORK_DIR}/a.so)
+set(b ${WORK_DIR}/b.so)
+
+foreach(case "softmax|3|40" "layernorm|3|40" "rmsnorm|3|40" "relu|100" "gelu_erf|100"
+             "gelu_tanh|100" "silu|100" "add|100" "linear|5|40|33")
+  string(REPLACE "|" ";" args "${case}")
+  execute_process(COMMAND ${AB} ${a} ${b} ${args} --rounds 3 --threads 2
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "3 rounds of [0-9]+ calls: A [0-9.e+]+ (GB|GFLOP)/s, B .* B / A speedup: median [0-9.]+ \\(quartiles [0-9.]+-[0-9.]+\\)")
+    message(FATAL_ERROR "tfk-ab ${args}: exit ${rc}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+endforeach()
+
+function(expect_failure text)
+  execute_process(COMMAND ${AB} ${a} ${b} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 1 OR NOT err MATCHES "${text}")
+    message(FATAL_ERROR "tfk-ab ${ARGN}: exit ${rc}, want 1 and \"${text}\"\nstderr: ${err}")
+  endif()
+endfunction()
+expect_failure("usage" sigmoid 100)
+expect_failure("usage" softmax 0 40)
+expect_failure("usage" linear 5 40)
+expect_failure("unknown ISA name 'NOPE'" relu 100 --isa NOPE)
