@@ -122,8 +122,31 @@ int main(int argc, char** argv) {
   const std::string kernel = pos[2];
   std::vector<size_t> dims;
   for (size_t i = 3; i < pos.size(); ++i) dims.push_back(Dim(pos[i].c_str()));
-  const bool linear = kernel == "linear";
-  const bool rows_cols = kernel == "softmax" || kernel == "layernorm" || kernel == "rmsnorm";
+  enum class Kernel { kSoftmax, kLayerNorm, kRmsNorm, kAdd, kLinear, kActivation };
+  Kernel which = Kernel::kActivation;
+  tfk_activation act = TFK_ACT_RELU;
+  if (kernel == "softmax") {
+    which = Kernel::kSoftmax;
+  } else if (kernel == "layernorm") {
+    which = Kernel::kLayerNorm;
+  } else if (kernel == "rmsnorm") {
+    which = Kernel::kRmsNorm;
+  } else if (kernel == "add") {
+    which = Kernel::kAdd;
+  } else if (kernel == "linear") {
+    which = Kernel::kLinear;
+  } else if (kernel == "gelu_erf") {
+    act = TFK_ACT_GELU_ERF;
+  } else if (kernel == "gelu_tanh") {
+    act = TFK_ACT_GELU_TANH;
+  } else if (kernel == "silu") {
+    act = TFK_ACT_SILU;
+  } else if (kernel != "relu") {
+    Usage();
+  }
+  const bool linear = which == Kernel::kLinear;
+  const bool rows_cols =
+      which == Kernel::kSoftmax || which == Kernel::kLayerNorm || which == Kernel::kRmsNorm;
   if (dims.size() != (linear ? 3u : rows_cols ? 2u : 1u)) Usage();
   const size_t rows = rows_cols ? dims[0] : 1, cols = rows_cols ? dims[1] : dims[0];
 
@@ -135,19 +158,19 @@ int main(int argc, char** argv) {
   const size_t M = linear ? dims[0] : 0, K = linear ? dims[1] : 0, N = linear ? dims[2] : 0;
   const size_t x_floats = linear ? M * K : rows * cols, y_floats = linear ? M * N : rows * cols;
   auto x = hwy::AllocateAligned<float>(x_floats), y = hwy::AllocateAligned<float>(y_floats);
-  auto b = hwy::AllocateAligned<float>(kernel == "add" ? x_floats : 1);
+  auto b = hwy::AllocateAligned<float>(which == Kernel::kAdd ? x_floats : 1);
   auto gamma = hwy::AllocateAligned<float>(cols), beta = hwy::AllocateAligned<float>(cols);
   if (!x || !y || !b || !gamma || !beta) Die("out of memory", nullptr);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   for (size_t i = 0; i < x_floats; ++i) x[i] = u(rng);
-  for (size_t i = 0; i < (kernel == "add" ? x_floats : 1); ++i) b[i] = u(rng);
+  for (size_t i = 0; i < (which == Kernel::kAdd ? x_floats : 1); ++i) b[i] = u(rng);
   for (size_t i = 0; i < cols; ++i) {
     gamma[i] = 1.0f + 0.1f * u(rng);
     beta[i] = 0.1f * u(rng);
   }
   double work = 2.0 * 4.0 * static_cast<double>(rows * cols);  // bytes read and written
-  if (kernel == "add") work = 3.0 * 4.0 * static_cast<double>(cols);
+  if (which == Kernel::kAdd) work = 3.0 * 4.0 * static_cast<double>(cols);
   if (linear) {
     std::vector<float> w(K * N);
     for (float& v : w) v = 0.05f * u(rng);
@@ -157,31 +180,24 @@ int main(int argc, char** argv) {
     work = 2.0 * static_cast<double>(M) * static_cast<double>(K) * static_cast<double>(N);
   }
 
+  // The timed call, chosen once (no name compared per call).
   const auto call = [&](const Lib& l) {
-    tfk_activation act = TFK_ACT_RELU;
-    if (kernel == "softmax") {
-      return Check(l, l.softmax(rows, cols, x.get(), cols, y.get(), cols, 1.0f, TFK_MASK_NONE, 0));
+    switch (which) {
+      case Kernel::kSoftmax:
+        return Check(l,
+                     l.softmax(rows, cols, x.get(), cols, y.get(), cols, 1.0f, TFK_MASK_NONE, 0));
+      case Kernel::kLayerNorm:
+        return Check(l, l.layernorm(rows, cols, x.get(), cols, gamma.get(), beta.get(), 1e-5f,
+                                    y.get(), cols));
+      case Kernel::kRmsNorm:
+        return Check(l, l.rmsnorm(rows, cols, x.get(), cols, gamma.get(), 1e-5f, y.get(), cols));
+      case Kernel::kAdd:
+        return Check(l, l.add(1, cols, x.get(), cols, b.get(), cols, y.get(), cols));
+      case Kernel::kLinear:
+        return Check(l, l.linear_forward(l.linear, M, x.get(), K, y.get(), N, nullptr, 0));
+      case Kernel::kActivation:
+        return Check(l, l.activate(act, 1, cols, x.get(), cols, y.get(), cols));
     }
-    if (kernel == "layernorm") {
-      return Check(
-          l, l.layernorm(rows, cols, x.get(), cols, gamma.get(), beta.get(), 1e-5f, y.get(), cols));
-    }
-    if (kernel == "rmsnorm") {
-      return Check(l, l.rmsnorm(rows, cols, x.get(), cols, gamma.get(), 1e-5f, y.get(), cols));
-    }
-    if (kernel == "add")
-      return Check(l, l.add(1, cols, x.get(), cols, b.get(), cols, y.get(), cols));
-    if (linear) return Check(l, l.linear_forward(l.linear, M, x.get(), K, y.get(), N, nullptr, 0));
-    if (kernel == "gelu_erf") {
-      act = TFK_ACT_GELU_ERF;
-    } else if (kernel == "gelu_tanh") {
-      act = TFK_ACT_GELU_TANH;
-    } else if (kernel == "silu") {
-      act = TFK_ACT_SILU;
-    } else if (kernel != "relu") {
-      Usage();
-    }
-    Check(l, l.activate(act, 1, cols, x.get(), cols, y.get(), cols));
   };
 
   // Calls per timing: about 50 ms of the first side, measured once.
