@@ -1,11 +1,17 @@
 // tfk-ab: compares two builds of libtfk in one process, call by call.
 //
 //   tfk-ab LIB_A LIB_B KERNEL DIMS... [--threads T] [--rounds R] [--isa ISA]
+//          [--layers L]
 //
 // KERNEL and DIMS: softmax ROWS COLS, layernorm ROWS COLS, rmsnorm ROWS COLS,
 // relu N, gelu_erf N, gelu_tanh N, silu N, add N, linear M K N. LIB_A and
 // LIB_B are paths to two copies of the library (each build's
 // libtfk.so.X.Y.Z copied to a name of its own: dlopen loads a path once).
+// --layers L (linear): each side packs the weights L times and its calls
+// take the layers in turn, as a model's layers follow one another, so that
+// weights larger than a share of the last-level cache come from memory
+// (bench_matmul's _L4 shapes; one layer of 64 MiB a side, 128 MiB in all,
+// stays partly in this host's L3).
 //
 // On a shared, noisy host two separate runs differ by more than most changes
 // do, and so do medians of interleaved repetitions. Here each round times A
@@ -44,7 +50,8 @@ struct Lib {
   decltype(&tfk_linear_create) linear_create;
   decltype(&tfk_linear_forward) linear_forward;
   decltype(&tfk_linear_destroy) linear_destroy;
-  tfk_linear* linear = nullptr;
+  std::vector<tfk_linear*> layers;  // linear: --layers handles, taken in turn
+  size_t next = 0;
 };
 
 [[noreturn]] void Die(const char* what, const char* detail) {
@@ -84,7 +91,7 @@ void Check(const Lib& l, tfk_status s) {
   Die("usage",
       "tfk-ab LIB_A LIB_B KERNEL DIMS... [--threads T] [--rounds R] [--isa ISA]\n"
       "  softmax|layernorm|rmsnorm ROWS COLS; relu|gelu_erf|gelu_tanh|silu|add N;\n"
-      "  linear M K N");
+      "  linear M K N [--layers L]");
 }
 
 size_t Dim(const char* s) {
@@ -105,12 +112,15 @@ int main(int argc, char** argv) {
   if (argc < 5) Usage();
   std::vector<std::string> pos;
   int threads = 1, rounds = 31;
+  size_t n_layers = 1;
   const char* isa = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = static_cast<int>(Dim(argv[++i]));
     } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
       rounds = static_cast<int>(Dim(argv[++i]));
+    } else if (!strcmp(argv[i], "--layers") && i + 1 < argc) {
+      n_layers = Dim(argv[++i]);
     } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
       isa = argv[++i];
     } else {
@@ -148,6 +158,7 @@ int main(int argc, char** argv) {
   const bool rows_cols =
       which == Kernel::kSoftmax || which == Kernel::kLayerNorm || which == Kernel::kRmsNorm;
   if (dims.size() != (linear ? 3u : rows_cols ? 2u : 1u)) Usage();
+  if (n_layers != 1 && !linear) Usage();
   const size_t rows = rows_cols ? dims[0] : 1, cols = rows_cols ? dims[1] : dims[0];
 
   for (Lib& l : libs) {
@@ -175,13 +186,16 @@ int main(int argc, char** argv) {
     std::vector<float> w(K * N);
     for (float& v : w) v = 0.05f * u(rng);
     for (Lib& l : libs) {
-      Check(l, l.linear_create(&l.linear, K, N, w.data(), N, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+      l.layers.assign(n_layers, nullptr);
+      for (tfk_linear*& h : l.layers) {
+        Check(l, l.linear_create(&h, K, N, w.data(), N, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+      }
     }
     work = 2.0 * static_cast<double>(M) * static_cast<double>(K) * static_cast<double>(N);
   }
 
   // The timed call, chosen once (no name compared per call).
-  const auto call = [&](const Lib& l) {
+  const auto call = [&](Lib& l) {
     switch (which) {
       case Kernel::kSoftmax:
         return Check(l,
@@ -193,8 +207,11 @@ int main(int argc, char** argv) {
         return Check(l, l.rmsnorm(rows, cols, x.get(), cols, gamma.get(), 1e-5f, y.get(), cols));
       case Kernel::kAdd:
         return Check(l, l.add(1, cols, x.get(), cols, b.get(), cols, y.get(), cols));
-      case Kernel::kLinear:
-        return Check(l, l.linear_forward(l.linear, M, x.get(), K, y.get(), N, nullptr, 0));
+      case Kernel::kLinear: {
+        tfk_linear* h = l.layers[l.next];
+        l.next = l.next + 1 == l.layers.size() ? 0 : l.next + 1;
+        return Check(l, l.linear_forward(h, M, x.get(), K, y.get(), N, nullptr, 0));
+      }
       case Kernel::kActivation:
         return Check(l, l.activate(act, 1, cols, x.get(), cols, y.get(), cols));
     }
@@ -202,12 +219,14 @@ int main(int argc, char** argv) {
 
   // Calls per timing: about 50 ms of the first side, measured once.
   using Clock = std::chrono::steady_clock;
-  const auto seconds = [&](const Lib& l, int calls) {
+  const auto seconds = [&](Lib& l, int calls) {
     const auto t0 = Clock::now();
     for (int i = 0; i < calls; ++i) call(l);
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  for (const Lib& l : libs) call(l);  // first touch, scratch
+  for (Lib& l : libs) {  // first touch, scratch; every layer once
+    for (size_t i = 0; i < n_layers; ++i) call(l);
+  }
   const double once = seconds(libs[0], 1);
   const int calls = std::max(1, static_cast<int>(0.05 / std::max(once, 1e-7)));
 
@@ -225,13 +244,14 @@ int main(int argc, char** argv) {
   const char* unit = linear ? "GFLOP/s" : "GB/s";
   printf("%s", kernel.c_str());
   for (size_t d : dims) printf(" %zu", d);
+  if (n_layers > 1) printf(" (%zu layers)", n_layers);
   printf(
       ", %d thread%s, %d rounds of %d calls: A %.3g %s, B %.3g %s; B / A speedup: median %.3f "
       "(quartiles %.3f-%.3f)\n",
       threads, threads == 1 ? "" : "s", rounds, calls, Median(rate[0]), unit, Median(rate[1]), unit,
       Median(ratio), Median(ratio, 0.25), Median(ratio, 0.75));
   for (Lib& l : libs) {
-    if (l.linear != nullptr) l.linear_destroy(l.linear);
+    for (tfk_linear* h : l.layers) l.linear_destroy(h);
   }
   return 0;
 }

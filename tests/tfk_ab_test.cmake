@@ -1,5 +1,6 @@
 # tfk-ab (bench/tfk_ab.cc) on two copies of the built library: each kernel at
-# a small size must print its comparison line and exit 0; an unknown kernel
+# a small size (linear also over several layers) must print its comparison
+# line and exit 0; --layers on another kernel or of 0, an unknown kernel
 # must print the usage, and an ISA name the library refuses its message, each
 # with exit status 1.
 #   cmake -DAB=<tfk-ab> -DLIB=<libtfk.so> -DWORK_DIR=<dir> -P tfk_ab_test.cmake
@@ -11,7 +12,8 @@ set(a ${WORK_DIR}/a.so)
 set(b ${WORK_DIR}/b.so)
 
 foreach(case "softmax|3|40" "layernorm|3|40" "rmsnorm|3|40" "relu|100" "gelu_erf|100"
-             "gelu_tanh|100" "silu|100" "add|100" "linear|5|40|33")
+             "gelu_tanh|100" "silu|100" "add|100" "linear|5|40|33"
+             "linear|5|40|33|--layers|3")
   string(REPLACE "|" ";" args "${case}")
   execute_process(COMMAND ${AB} ${a} ${b} ${args} --rounds 3 --threads 2
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -30,4 +32,6 @@ endfunction()
 expect_failure("usage" sigmoid 100)
 expect_failure("usage" softmax 0 40)
 expect_failure("usage" linear 5 40)
+expect_failure("usage" relu 100 --layers 2)
+expect_failure("usage" linear 5 40 33 --layers 0)
 expect_failure("unknown ISA name 'NOPE'" relu 100 --isa NOPE)
