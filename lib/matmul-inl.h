@@ -428,7 +428,7 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 // sub-tiles, keep the one-panel tile); sub-tiles of 2 rows over 4 panels or
 // of 2-3 over 3 ran 16 / 12 % slower than of 4 over 3.
 // Each sub-tile prefetches its share of the six lines of a k-step (a half
-// or a third) kSplitPrefetch k-steps ahead (3 KiB of each panel), so
+// or a third) kSplitPrefetch k-steps ahead (6 KiB of each panel), so
 // prefetches go out whichever sub-tile computes. Where the weights come
 // from L3 or memory, blocks are short (kSplitKcStream k-steps): the
 // sub-tiles take turns often enough for the out-of-order core to overlap
@@ -442,12 +442,17 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 // (in L2) -2 to -3 %. Blocks of 16 / 64 k-steps from memory: M = 8 +9 / +0
 // %; prefetching 16 / 32 k-steps ahead +9 / +7 %; the first sub-tile
 // prefetching every line 24 k-steps ahead: M = 8 +14 %, M = 12 at K = 1024
-// -3 %.
+// -3 %. 48 k-steps ahead against the 24 of the one-panel tiles (which
+// measure the same either way), another Xeon (family 6 model 207), from
+// memory (tfk-ab --layers 4): M = 8 +8 % on one and two threads, M = 10 /
+// 12 +6 / +4 %, two threads M = 12 +5 %; 36 k-steps about as 48, 64 -4 %,
+// 96 -2 %; none at all -14 %; M = 8 at K = N = 1024 (in L3) the same. With
+// it, blocks of 64 k-steps lost 7 % and of 16 measured the same as 32.
 constexpr size_t kSplitPanels = DecodePanelsForRows<3>();
 static_assert(kSplitPanels == DecodePanelsForRows<4>(), "sub-tiles of 3 and 4 rows");
 constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12;
 constexpr size_t kSplitKcStream = 32, kSplitKcCached = 64;
-constexpr size_t kSplitPrefetch = kRowPanelsPrefetch;
+constexpr size_t kSplitPrefetch = 48;
 
 // Sub-tile `sub` of `subs`: its lines of a k-step (TileRowPanels' pf_lines),
 // [sub, sub + 1) x 2 kSplitPanels / subs.
