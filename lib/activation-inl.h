@@ -11,7 +11,7 @@
 //                  u = sqrt(2/pi) (x + 0.044715 x^3)
 // Error bounds with u = 2^-24 (derived in docs/numerics.md, asserted by
 // tests/activation_test.cc):
-//   GELU_erf:  15 u relative (24 u without FMA, SSE4), plus (|x| + 4) 2^-149
+//   GELU_erf:  20 u relative (27 u without FMA, SSE4), plus (|x| + 4) 2^-149
 //              absolute near underflow;
 //   GELU_tanh: (8 + 6 |2u|) u relative (the exp argument carries about 3
 //              roundings of a value of size |2u|), plus (|x| + 4) 2^-149
@@ -22,7 +22,7 @@
 //
 // Cost: these functions are bound by the FP ports (on AVX2 here ~1.7-2.5
 // vector operations per ns per core, divisions aside), so every operation
-// counts: GELU-erf takes ~28, GELU-tanh ~16 (AVX-512) and SiLU ~15 (on
+// counts: GELU-erf takes ~26, GELU-tanh ~16 (AVX-512) and SiLU ~15 (on
 // AVX-512 the exponential's table takes 2 of them off the FMA pipes,
 // kTableExp, and the clamp of |x| is one operation instead of two,
 // ClampedAbs). Each is one long chain of dependent operations, so the row
@@ -96,18 +96,24 @@ HWY_INLINE void ExactProduct(D d, V a, V b, V& hi, V& lo) {
 #define TFK_FOR_EACH_K _Pragma("GCC unroll 8") for (size_t k = 0; k < K; ++k)
 
 // 0.5 * erfc(a / sqrt 2) for a = |x| clamped to [0, kGeluErfMaxAbs],
-// relative error <= 14 u (22 u without FMA): exp(-a^2/2) P(a) / Q(a), where
-// P / Q (degrees 4 and 5, Q monic) fits 0.5 erfcx(a / sqrt 2) on [0, 14.4]
+// relative error <= 19 u (25 u without FMA): exp(-a^2/2) P(a) / Q(a), where
+// P / Q (degrees 3 and 4, Q monic) fits 0.5 erfcx(a / sqrt 2) on [0, 14.4]
 // times the smooth factor that takes out the drift of the exponential's
-// one-step reduction (ExpReducedN, kNegHalf); tools/fit_erfcx.py: 0.1 u in
-// exact arithmetic, 5.9 u seen with float Horner and the division. Every
-// coefficient is positive and a >= 0, so neither Horner sum cancels: at most
-// 4 u for P, 5 u for Q and 1 u for the quotient (9.7 u first-order over the
-// range; 16.9 u without FMA, two roundings a step), then the exponential's
-// 3 u (4 u) and the product's 1 u. The rational form replaced t q(t), t =
-// 1 / (1 + a / (2 sqrt 2)), q of degree 8, which spent the same division on
-// t alone: 8 FMAs and an add against 10 FMAs and a multiplication, on the
-// FMA pipes that bound this function.
+// one-step reduction (ExpReducedN, kNegHalf); tools/fit_erfcx.py: 6.6 u in
+// exact arithmetic (6.9 u with the coefficients rounded to float), 10.5 u
+// seen with float Horner and the division. Every coefficient is positive
+// and a >= 0, so neither Horner sum cancels: at most 3 u for P, 4 u for Q
+// and 1 u for the quotient (7.8 u first-order over the range; 13.3 u
+// without FMA, two roundings a step); with the fit's error at the same a,
+// 14.4 u (19.9 u) at most; then the exponential's 3 u (4 u) and the
+// product's 1 u. Degrees 4 and 5 fitted to 0.1 u and came to 14 u (22 u)
+// in all, for two FMAs more of the ~26 operations on the FMA pipes that
+// bound GELU-erf: degrees 3 and 4 are 9-11 % faster (two library copies
+// alternating in one process, one Xeon core, family 6 model 207, medians
+// of per-round ratios: 256 Ki floats AVX-512 +10.5 %, AVX2 +9 %, two
+// threads +9 %; 16 Mi floats +8.5 %, two threads +10 %). The rational form
+// had replaced t q(t), t = 1 / (1 + a / (2 sqrt 2)), q of degree 8, which
+// spent the same division on t alone.
 // -a^2/2 is formed exactly as -(hi + lo)/2 with an FMA and both parts go
 // into the exponential, so its argument carries no rounding. At a =
 // kGeluErfMaxAbs, exp(-a^2/2) P / Q < 2^-150 and the result is 0; -a^2/2 >=
@@ -117,18 +123,17 @@ template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void HalfErfcScaledN(D d, V* a) {
   // P carries the 2^-64 that ExpNonPositiveTimes2Pow64N leaves on its
   // exponential (an exact scaling); with vscalefps it is not needed.
-  // Coefficients from degree 4 down to 0 (Q's degree 5 is 1).
+  // Coefficients from degree 3 down to 0 (Q's degree 4 is 1).
   constexpr float kScale = kHasScalef ? 1.0f : 0x1p-64f;
-  static constexpr float kP[5] = {kScale * 0.39894571900367737f, kScale * 3.9261364936828613f,
-                                  kScale * 17.662324905395508f, kScale * 42.160701751708984f,
-                                  kScale * 47.9574089050293f};
-  static constexpr float kQ[5] = {9.841907501220703f, 45.259544372558594f, 115.7068099975586f,
-                                  160.85040283203125f, 95.9148178100586f};
+  static constexpr float kP[4] = {kScale * 0.3988972008228302f, kScale * 2.7914133071899414f,
+                                  kScale * 8.44247817993164f, kScale * 11.64237117767334f};
+  static constexpr float kQ[4] = {6.992429733276367f, 22.239442825317383f, 35.46304702758789f,
+                                  23.284751892089844f};
   V p[K], q[K], lo[K];
   TFK_FOR_EACH_K p[k] = hn::Set(d, kP[0]);
   TFK_FOR_EACH_K q[k] = hn::Add(a[k], hn::Set(d, kQ[0]));  // Q is monic
-#pragma GCC unroll 4
-  for (size_t c = 1; c < 5; ++c) {
+#pragma GCC unroll 3
+  for (size_t c = 1; c < 4; ++c) {
     TFK_FOR_EACH_K p[k] = hn::MulAdd(p[k], a[k], hn::Set(d, kP[c]));
     TFK_FOR_EACH_K q[k] = hn::MulAdd(q[k], a[k], hn::Set(d, kQ[c]));
   }

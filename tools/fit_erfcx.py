@@ -4,20 +4,25 @@ HalfErfcScaledN).
 
 0.5 erfc(a / sqrt 2) = exp(-a^2 / 2) * P(a) / Q(a) for a = |x| in [0, 14.4],
 where GELU-erf clamps |x|. f(a) = 0.5 erfcx(a / sqrt 2) is smooth, equals 0.5
-at 0 and decays like 1 / (a sqrt(2 pi)), so P has degree 4 and Q, monic,
-degree 5. The fit is linearised (P - f Q, divided by f and the previous Q)
-and iteratively reweighted towards the largest relative errors, in the
+at 0 and decays like 1 / (a sqrt(2 pi)), so P has degree 3 and Q, monic,
+degree 4 (degrees 4 and 5 fitted to 0.1 u, for two FMAs more). The fit is
+linearised (P - f Q, divided by f and the previous Q) and iteratively
+reweighted towards the largest relative errors, in the
 variable s = a / 14.4 for conditioning, at 3000 Chebyshev nodes with f in
 40-digit mpmath; the coefficients are then rescaled to a and rounded to
 float32, and the quotient is checked with float32 Horner (each FMA rounded
-once) and a rounded division, as the library evaluates it.
+once) and a rounded division, as the library evaluates it. Last, the bound:
+at each a, the fit's error with the float32 coefficients plus the
+first-order share of every rounding of the evaluation (each Horner step's
+value times a^j over P or Q, one rounding a step with FMA, two without, and
+the division's one), the largest over the range.
 Needs numpy and mpmath (pip). Prints the coefficients and the errors.
 """
 import mpmath as mp
 import numpy as np
 
 mp.mp.dps = 40
-AMAX, DEG_P, DEG_Q, N = 14.4, 4, 5, 3000
+AMAX, DEG_P, DEG_Q, N = 14.4, 3, 4, 3000
 
 
 # The exponential reduces -a^2/2 by n ln2 in one step, with ln2 rounded to
@@ -70,11 +75,47 @@ def float_error(p32, q32):
     return np.abs(quotient / ref - 1).max()
 
 
+def rounding_share(coefs, a, fma):
+    """First-order relative error of Horner's sum of coefs (highest degree
+    first) at a >= 0, in units of u: each step's rounded value times a^j
+    (and without FMA its rounded product too) over the sum's value."""
+    s, share = coefs[0], 0.0
+    for j, c in enumerate(coefs[1:]):
+        power = a ** (len(coefs) - 2 - j)
+        if not fma:
+            share += abs(s * a) * power
+        s = s * a + c
+        share += abs(s) * power
+    return share / abs(s)
+
+
+def bound(p32, q32):
+    """Largest over [0, AMAX] of the fit's error (float32 coefficients) plus
+    the rounding shares of P, Q and the division, with and without FMA."""
+    p = [float(x) for x in p32[::-1]]
+    q = [1.0] + [float(x) for x in q32[-2::-1]]
+    worst = [0.0, 0.0]
+    for a in np.linspace(0, AMAX, 3001):
+        am = mp.mpf(float(a))
+        fit_err = float(abs(mp.polyval(p, am) / mp.polyval(q, am) / f(am) - 1)) / 2.0**-24
+        for i, fma in enumerate((True, False)):
+            # Q is monic: its first step is an addition, a + q[1].
+            share = rounding_share(p, a, fma) + rounding_share(q, a, True) + 1
+            if not fma:
+                share += sum(abs(np.polyval(q[:j + 1], a) * a) * a ** (len(q) - 2 - j)
+                             for j in range(1, len(q) - 1)) / abs(np.polyval(q, a))
+            worst[i] = max(worst[i], fit_err + share)
+    return worst
+
+
 if __name__ == "__main__":
     p32, q32, err = fit()
     u = 2.0**-24
     print(f"max relative error (exact arithmetic): {err:.3g} = {err / u:.2f} u")
     e32 = float_error(p32, q32)
     print(f"max relative error (float32 Horner):   {e32:.3g} = {e32 / u:.2f} u")
-    print("P, degree 4 down to 0:", ", ".join(f"{float(x)!r}f" for x in p32[::-1]))
-    print("Q, degree 4 down to 0:", ", ".join(f"{float(x)!r}f" for x in q32[-2::-1]))
+    with_fma, without_fma = bound(p32, q32)
+    print(f"bound on P / Q (fit + roundings): {with_fma:.2f} u with FMA, "
+          f"{without_fma:.2f} u without")
+    print(f"P, degree {DEG_P} down to 0:", ", ".join(f"{float(x)!r}f" for x in p32[::-1]))
+    print(f"Q, degree {DEG_Q - 1} down to 0:", ", ".join(f"{float(x)!r}f" for x in q32[-2::-1]))
