@@ -12,6 +12,11 @@
 // weights larger than a share of the last-level cache come from memory
 // (bench_matmul's _L4 shapes; one layer of 64 MiB a side, 128 MiB in all,
 // stays partly in this host's L3).
+// Either side may be `onednn` instead of a library: oneDNN's primitive for
+// the kernel (tfk_ab_onednn.cc; where configure found oneDNN), so that a
+// comparison with the peer is paired round by round too. RMSNorm has none.
+// Each side then starts 30 ms after the other ended, once OpenMP's spinning
+// workers sleep (bench_util.h, LetPeerThreadsSleep).
 //
 // On a shared, noisy host two separate runs differ by more than most changes
 // do, and so do medians of interleaved repetitions. Here each round times A
@@ -21,6 +26,8 @@
 // median rate (GB/s of bytes read and written; GFLOP/s for linear) and the
 // median and quartiles of the per-round speedup of B over A. The comments
 // in lib/ that quote "medians of per-round ratios" measured this way.
+#include "tfk_ab.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +38,12 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
-#include "tfk/tfk.h"
 
+namespace tfk_ab {
 namespace {
 
 struct Lib {
@@ -65,10 +73,9 @@ void Sym(void* h, const char* name, F& f) {
   if (f == nullptr) Die("missing symbol", name);
 }
 
-Lib Load(const char* path) {
+void Load(const char* path, Lib& l) {
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) Die("cannot load", dlerror());
-  Lib l;
   Sym(h, "tfk_set_num_threads", l.set_num_threads);
   Sym(h, "tfk_set_max_isa", l.set_max_isa);
   Sym(h, "tfk_last_error", l.last_error);
@@ -80,7 +87,6 @@ Lib Load(const char* path) {
   Sym(h, "tfk_linear_create", l.linear_create);
   Sym(h, "tfk_linear_forward", l.linear_forward);
   Sym(h, "tfk_linear_destroy", l.linear_destroy);
-  return l;
 }
 
 void Check(const Lib& l, tfk_status s) {
@@ -89,7 +95,7 @@ void Check(const Lib& l, tfk_status s) {
 
 [[noreturn]] void Usage() {
   Die("usage",
-      "tfk-ab LIB_A LIB_B KERNEL DIMS... [--threads T] [--rounds R] [--isa ISA]\n"
+      "tfk-ab LIB_A|onednn LIB_B|onednn KERNEL DIMS... [--threads T] [--rounds R] [--isa ISA]\n"
       "  softmax|layernorm|rmsnorm ROWS COLS; relu|gelu_erf|gelu_tanh|silu|add N;\n"
       "  linear M K N [--layers L]");
 }
@@ -106,9 +112,58 @@ double Median(std::vector<double> v, double q = 0.5) {
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
+// The library's call for the problem, chosen once (no name compared per
+// call); its weights packed first (linear).
+std::function<void()> LibCall(Lib& l, const Problem& p, const char* isa) {
+  Check(l, l.set_num_threads(p.threads));
+  if (isa != nullptr) Check(l, l.set_max_isa(isa));
+  if (p.kernel == Kernel::kLinear) {
+    l.layers.assign(p.layers, nullptr);
+    for (tfk_linear*& h : l.layers) {
+      Check(l, l.linear_create(&h, p.K, p.N, p.w, p.N, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
+    }
+  }
+  const size_t rows = p.rows, cols = p.cols;
+  switch (p.kernel) {
+    case Kernel::kSoftmax:
+      return [&l, p, rows, cols] {
+        Check(l, l.softmax(rows, cols, p.x, cols, p.y, cols, 1.0f, TFK_MASK_NONE, 0));
+      };
+    case Kernel::kLayerNorm:
+      return [&l, p, rows, cols] {
+        Check(l, l.layernorm(rows, cols, p.x, cols, p.gamma, p.beta, 1e-5f, p.y, cols));
+      };
+    case Kernel::kRmsNorm:
+      return [&l, p, rows, cols] {
+        Check(l, l.rmsnorm(rows, cols, p.x, cols, p.gamma, 1e-5f, p.y, cols));
+      };
+    case Kernel::kAdd:
+      return [&l, p, cols] { Check(l, l.add(1, cols, p.x, cols, p.b, cols, p.y, cols)); };
+    case Kernel::kLinear:
+      return [&l, p] {
+        tfk_linear* h = l.layers[l.next];
+        l.next = l.next + 1 == l.layers.size() ? 0 : l.next + 1;
+        Check(l, l.linear_forward(h, p.M, p.x, p.K, p.y, p.N, nullptr, 0));
+      };
+    case Kernel::kActivation:
+      return [&l, p, cols] { Check(l, l.activate(p.act, 1, cols, p.x, cols, p.y, cols)); };
+  }
+  return {};
+}
+
 }  // namespace
 
+#ifndef TFK_AB_ONEDNN
+std::function<void()> OneDnnCall(const Problem&, std::string* why) {
+  *why = "tfk-ab was built without oneDNN (libdnnl-dev)";
+  return {};
+}
+#endif
+
+}  // namespace tfk_ab
+
 int main(int argc, char** argv) {
+  using namespace tfk_ab;
   if (argc < 5) Usage();
   std::vector<std::string> pos;
   int threads = 1, rounds = 31;
@@ -128,107 +183,105 @@ int main(int argc, char** argv) {
     }
   }
   if (pos.size() < 4) Usage();
-  Lib libs[2] = {Load(pos[0].c_str()), Load(pos[1].c_str())};
   const std::string kernel = pos[2];
   std::vector<size_t> dims;
   for (size_t i = 3; i < pos.size(); ++i) dims.push_back(Dim(pos[i].c_str()));
-  enum class Kernel { kSoftmax, kLayerNorm, kRmsNorm, kAdd, kLinear, kActivation };
-  Kernel which = Kernel::kActivation;
-  tfk_activation act = TFK_ACT_RELU;
+  Problem p{};
+  p.kernel = Kernel::kActivation;
+  p.act = TFK_ACT_RELU;
   if (kernel == "softmax") {
-    which = Kernel::kSoftmax;
+    p.kernel = Kernel::kSoftmax;
   } else if (kernel == "layernorm") {
-    which = Kernel::kLayerNorm;
+    p.kernel = Kernel::kLayerNorm;
   } else if (kernel == "rmsnorm") {
-    which = Kernel::kRmsNorm;
+    p.kernel = Kernel::kRmsNorm;
   } else if (kernel == "add") {
-    which = Kernel::kAdd;
+    p.kernel = Kernel::kAdd;
   } else if (kernel == "linear") {
-    which = Kernel::kLinear;
+    p.kernel = Kernel::kLinear;
   } else if (kernel == "gelu_erf") {
-    act = TFK_ACT_GELU_ERF;
+    p.act = TFK_ACT_GELU_ERF;
   } else if (kernel == "gelu_tanh") {
-    act = TFK_ACT_GELU_TANH;
+    p.act = TFK_ACT_GELU_TANH;
   } else if (kernel == "silu") {
-    act = TFK_ACT_SILU;
+    p.act = TFK_ACT_SILU;
   } else if (kernel != "relu") {
     Usage();
   }
-  const bool linear = which == Kernel::kLinear;
-  const bool rows_cols =
-      which == Kernel::kSoftmax || which == Kernel::kLayerNorm || which == Kernel::kRmsNorm;
+  const bool linear = p.kernel == Kernel::kLinear;
+  const bool rows_cols = p.kernel == Kernel::kSoftmax || p.kernel == Kernel::kLayerNorm ||
+                         p.kernel == Kernel::kRmsNorm;
   if (dims.size() != (linear ? 3u : rows_cols ? 2u : 1u)) Usage();
   if (n_layers != 1 && !linear) Usage();
-  const size_t rows = rows_cols ? dims[0] : 1, cols = rows_cols ? dims[1] : dims[0];
+  const bool peer[2] = {pos[0] == "onednn", pos[1] == "onednn"};
+  if (peer[0] && peer[1]) Usage();
+  p.rows = rows_cols ? dims[0] : 1;
+  p.cols = rows_cols ? dims[1] : dims[0];
+  p.M = linear ? dims[0] : 0, p.K = linear ? dims[1] : 0, p.N = linear ? dims[2] : 0;
+  p.layers = n_layers;
+  p.threads = threads;
 
-  for (Lib& l : libs) {
-    Check(l, l.set_num_threads(threads));
-    if (isa != nullptr) Check(l, l.set_max_isa(isa));
-  }
   // Inputs: x (and b for add, W for linear), output y; 64-byte aligned.
-  const size_t M = linear ? dims[0] : 0, K = linear ? dims[1] : 0, N = linear ? dims[2] : 0;
-  const size_t x_floats = linear ? M * K : rows * cols, y_floats = linear ? M * N : rows * cols;
+  const size_t x_floats = linear ? p.M * p.K : p.rows * p.cols;
+  const size_t y_floats = linear ? p.M * p.N : p.rows * p.cols;
+  const size_t b_floats = p.kernel == Kernel::kAdd ? x_floats : 1;
   auto x = hwy::AllocateAligned<float>(x_floats), y = hwy::AllocateAligned<float>(y_floats);
-  auto b = hwy::AllocateAligned<float>(which == Kernel::kAdd ? x_floats : 1);
-  auto gamma = hwy::AllocateAligned<float>(cols), beta = hwy::AllocateAligned<float>(cols);
+  auto b = hwy::AllocateAligned<float>(b_floats);
+  auto gamma = hwy::AllocateAligned<float>(p.cols), beta = hwy::AllocateAligned<float>(p.cols);
   if (!x || !y || !b || !gamma || !beta) Die("out of memory", nullptr);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   for (size_t i = 0; i < x_floats; ++i) x[i] = u(rng);
-  for (size_t i = 0; i < (which == Kernel::kAdd ? x_floats : 1); ++i) b[i] = u(rng);
-  for (size_t i = 0; i < cols; ++i) {
+  for (size_t i = 0; i < b_floats; ++i) b[i] = u(rng);
+  for (size_t i = 0; i < p.cols; ++i) {
     gamma[i] = 1.0f + 0.1f * u(rng);
     beta[i] = 0.1f * u(rng);
   }
-  double work = 2.0 * 4.0 * static_cast<double>(rows * cols);  // bytes read and written
-  if (which == Kernel::kAdd) work = 3.0 * 4.0 * static_cast<double>(cols);
-  if (linear) {
-    std::vector<float> w(K * N);
-    for (float& v : w) v = 0.05f * u(rng);
-    for (Lib& l : libs) {
-      l.layers.assign(n_layers, nullptr);
-      for (tfk_linear*& h : l.layers) {
-        Check(l, l.linear_create(&h, K, N, w.data(), N, TFK_LAYOUT_KN, nullptr, TFK_ACT_NONE));
-      }
+  std::vector<float> w(linear ? p.K * p.N : 0);
+  for (float& v : w) v = 0.05f * u(rng);
+  p.x = x.get(), p.y = y.get(), p.b = b.get(), p.gamma = gamma.get(), p.beta = beta.get();
+  p.w = w.data();
+  double work = 2.0 * 4.0 * static_cast<double>(p.rows * p.cols);  // bytes read and written
+  if (p.kernel == Kernel::kAdd) work = 3.0 * 4.0 * static_cast<double>(p.cols);
+  if (linear) work = 2.0 * static_cast<double>(p.M) * static_cast<double>(p.K) * p.N;
+
+  Lib libs[2];
+  std::function<void()> call[2];
+  for (int side = 0; side < 2; ++side) {
+    if (peer[side]) {
+      std::string why;
+      call[side] = OneDnnCall(p, &why);
+      if (!call[side]) Die("onednn", why.c_str());
+    } else {
+      Load(pos[side].c_str(), libs[side]);
+      call[side] = LibCall(libs[side], p, isa);
     }
-    work = 2.0 * static_cast<double>(M) * static_cast<double>(K) * static_cast<double>(N);
   }
+  const bool with_peer = peer[0] || peer[1];
 
-  // The timed call, chosen once (no name compared per call).
-  const auto call = [&](Lib& l) {
-    switch (which) {
-      case Kernel::kSoftmax:
-        return Check(l,
-                     l.softmax(rows, cols, x.get(), cols, y.get(), cols, 1.0f, TFK_MASK_NONE, 0));
-      case Kernel::kLayerNorm:
-        return Check(l, l.layernorm(rows, cols, x.get(), cols, gamma.get(), beta.get(), 1e-5f,
-                                    y.get(), cols));
-      case Kernel::kRmsNorm:
-        return Check(l, l.rmsnorm(rows, cols, x.get(), cols, gamma.get(), 1e-5f, y.get(), cols));
-      case Kernel::kAdd:
-        return Check(l, l.add(1, cols, x.get(), cols, b.get(), cols, y.get(), cols));
-      case Kernel::kLinear: {
-        tfk_linear* h = l.layers[l.next];
-        l.next = l.next + 1 == l.layers.size() ? 0 : l.next + 1;
-        return Check(l, l.linear_forward(h, M, x.get(), K, y.get(), N, nullptr, 0));
-      }
-      case Kernel::kActivation:
-        return Check(l, l.activate(act, 1, cols, x.get(), cols, y.get(), cols));
-    }
-  };
-
-  // Calls per timing: about 50 ms of the first side, measured once.
   using Clock = std::chrono::steady_clock;
-  const auto seconds = [&](Lib& l, int calls) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) call(l);
+  const auto since = [](Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  for (Lib& l : libs) {  // first touch, scratch; every layer once
-    for (size_t i = 0; i < n_layers; ++i) call(l);
+  const auto seconds = [&](int side, int calls) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) call[side]();
+    const double s = since(t0);
+    if (with_peer) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return s;
+  };
+  for (int side = 0; side < 2; ++side) {  // first touch, scratch; every layer once
+    for (size_t i = 0; i < n_layers; ++i) call[side]();
   }
-  const double once = seconds(libs[0], 1);
-  const int calls = std::max(1, static_cast<int>(0.05 / std::max(once, 1e-7)));
+  // Calls per timing: about 50 ms of the first side, from the calls that
+  // fill 10 ms (a single call can be slow to start: a peer's threads wake).
+  int n = 0;
+  const auto t0 = Clock::now();
+  do {
+    call[0]();
+    ++n;
+  } while (since(t0) < 0.01);
+  const int calls = std::max(1, static_cast<int>(0.05 * n / since(t0)));
 
   std::vector<double> ratio, rate[2];
   for (int r = 0; r < rounds; ++r) {
@@ -236,7 +289,7 @@ int main(int argc, char** argv) {
     const int first = static_cast<int>(rng() & 1);
     for (int k = 0; k < 2; ++k) {
       const int side = k ^ first;
-      t[side] = seconds(libs[side], calls) / calls;
+      t[side] = seconds(side, calls) / calls;
     }
     ratio.push_back(t[0] / t[1]);
     for (int side = 0; side < 2; ++side) rate[side].push_back(work / t[side] / 1e9);
@@ -246,10 +299,11 @@ int main(int argc, char** argv) {
   for (size_t d : dims) printf(" %zu", d);
   if (n_layers > 1) printf(" (%zu layers)", n_layers);
   printf(
-      ", %d thread%s, %d rounds of %d calls: A %.3g %s, B %.3g %s; B / A speedup: median %.3f "
-      "(quartiles %.3f-%.3f)\n",
-      threads, threads == 1 ? "" : "s", rounds, calls, Median(rate[0]), unit, Median(rate[1]), unit,
-      Median(ratio), Median(ratio, 0.25), Median(ratio, 0.75));
+      ", %d thread%s, %d rounds of %d calls: A%s %.3g %s, B%s %.3g %s; B / A speedup: median "
+      "%.3f (quartiles %.3f-%.3f)\n",
+      threads, threads == 1 ? "" : "s", rounds, calls, peer[0] ? " (oneDNN)" : "", Median(rate[0]),
+      unit, peer[1] ? " (oneDNN)" : "", Median(rate[1]), unit, Median(ratio), Median(ratio, 0.25),
+      Median(ratio, 0.75));
   for (Lib& l : libs) {
     for (tfk_linear* h : l.layers) l.linear_destroy(h);
   }

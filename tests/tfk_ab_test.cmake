@@ -2,8 +2,11 @@
 # a small size (linear also over several layers) must print its comparison
 # line and exit 0; --layers on another kernel or of 0, an unknown kernel
 # must print the usage, and an ISA name the library refuses its message, each
-# with exit status 1.
-#   cmake -DAB=<tfk-ab> -DLIB=<libtfk.so> -DWORK_DIR=<dir> -P tfk_ab_test.cmake
+# with exit status 1. Where tfk-ab was built with oneDNN (PEERS has
+# `onednn`), each kernel but RMSNorm against oneDNN too, and RMSNorm's
+# message; else the message that says it was built without.
+#   cmake -DAB=<tfk-ab> -DLIB=<libtfk.so> -DPEERS=<peers> -DWORK_DIR=<dir>
+#         -P tfk_ab_test.cmake
 file(MAKE_DIRECTORY ${WORK_DIR})
 # dlopen loads a path once: the two builds need two names.
 file(COPY_FILE ${LIB} ${WORK_DIR}/a.so)
@@ -11,15 +14,19 @@ file(COPY_FILE ${LIB} ${WORK_DIR}/b.so)
 set(a ${WORK_DIR}/a.so)
 set(b ${WORK_DIR}/b.so)
 
-foreach(case "softmax|3|40" "layernorm|3|40" "rmsnorm|3|40" "relu|100" "gelu_erf|100"
-             "gelu_tanh|100" "silu|100" "add|100" "linear|5|40|33"
-             "linear|5|40|33|--layers|3")
+# side_a side_b: the two sides; case: KERNEL|DIMS... (| for ;).
+function(expect_line side_a side_b case)
   string(REPLACE "|" ";" args "${case}")
-  execute_process(COMMAND ${AB} ${a} ${b} ${args} --rounds 3 --threads 2
+  execute_process(COMMAND ${AB} ${side_a} ${side_b} ${args} --rounds 3 --threads 2
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0 OR NOT out MATCHES "3 rounds of [0-9]+ calls: A [0-9.e+]+ (GB|GFLOP)/s, B .* B / A speedup: median [0-9.]+ \\(quartiles [0-9.]+-[0-9.]+\\)")
-    message(FATAL_ERROR "tfk-ab ${args}: exit ${rc}\nstdout: ${out}\nstderr: ${err}")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "3 rounds of [0-9]+ calls: A( \\(oneDNN\\))? [0-9.e+-]+ (GB|GFLOP)/s, B .* B / A speedup: median [0-9.]+ \\(quartiles [0-9.]+-[0-9.]+\\)")
+    message(FATAL_ERROR "tfk-ab ${side_a} ${side_b} ${args}: exit ${rc}\nstdout: ${out}\nstderr: ${err}")
   endif()
+endfunction()
+set(cases "softmax|3|40" "layernorm|3|40" "relu|100" "gelu_erf|100" "gelu_tanh|100" "silu|100"
+          "add|100" "linear|5|40|33" "linear|5|40|33|--layers|3")
+foreach(case ${cases} "rmsnorm|3|40")
+  expect_line(${a} ${b} ${case})
 endforeach()
 
 function(expect_failure text)
@@ -35,3 +42,17 @@ expect_failure("usage" linear 5 40)
 expect_failure("usage" relu 100 --layers 2)
 expect_failure("usage" linear 5 40 33 --layers 0)
 expect_failure("unknown ISA name 'NOPE'" relu 100 --isa NOPE)
+
+if(PEERS MATCHES "onednn")
+  foreach(case ${cases})
+    expect_line(onednn ${b} ${case})
+  endforeach()
+  expect_line(${a} onednn "relu|100")
+  set(a onednn)
+  expect_failure("oneDNN 2.6 has no RMSNorm" rmsnorm 3 40)
+  set(b onednn)
+  expect_failure("usage" relu 100)  # onednn on both sides
+else()
+  set(a onednn)
+  expect_failure("built without oneDNN" relu 100)
+endif()
