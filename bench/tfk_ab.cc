@@ -1,7 +1,7 @@
 // tfk-ab: compares two builds of libtfk in one process, call by call.
 //
-//   tfk-ab LIB_A LIB_B KERNEL DIMS... [--threads T] [--rounds R] [--isa ISA]
-//          [--layers L]
+//   tfk-ab LIB_A|onednn LIB_B|onednn KERNEL DIMS... [--threads T] [--rounds R]
+//          [--isa ISA] [--layers L]
 //
 // KERNEL and DIMS: softmax ROWS COLS, layernorm ROWS COLS, rmsnorm ROWS COLS,
 // relu N, gelu_erf N, gelu_tanh N, silu N, add N, linear M K N. LIB_A and
@@ -263,15 +263,21 @@ int main(int argc, char** argv) {
   const auto since = [](Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
+  // With a peer, every timing starts 30 ms after the last call of either
+  // side, once OpenMP's workers sleep.
+  const auto rest = [&] {
+    if (with_peer) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  };
   const auto seconds = [&](int side, int calls) {
     const auto t0 = Clock::now();
     for (int i = 0; i < calls; ++i) call[side]();
     const double s = since(t0);
-    if (with_peer) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    rest();
     return s;
   };
   for (int side = 0; side < 2; ++side) {  // first touch, scratch; every layer once
     for (size_t i = 0; i < n_layers; ++i) call[side]();
+    rest();
   }
   // Calls per timing: about 50 ms of the first side, from the calls that
   // fill 10 ms (a single call can be slow to start: a peer's threads wake).
@@ -282,6 +288,7 @@ int main(int argc, char** argv) {
     ++n;
   } while (since(t0) < 0.01);
   const int calls = std::max(1, static_cast<int>(0.05 * n / since(t0)));
+  rest();
 
   std::vector<double> ratio, rate[2];
   for (int r = 0; r < rounds; ++r) {

@@ -171,7 +171,7 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
 // vrangeps (AVX-512DQ) with imm 0b1010 returns the operand of smaller
 // magnitude with its sign cleared. For a quiet NaN it returns the other
 // operand, the limit (an SNaN comes back quieted), which is why NaN is
-// carried by the max above and not by |x|. Of the ~22-28 operations of
+// carried by the max above and not by |x|. Of the ~22-26 operations of
 // these functions this is one (two library copies alternating in one
 // process, one Xeon core (family 6 model 207), AVX-512, medians of
 // per-round ratios in two runs: 32 Ki floats GELU-erf / GELU-tanh / SiLU
@@ -210,7 +210,7 @@ HWY_INLINE V SigmoidOfNegative(D d, V es) {
 
 // |x| past which GELU-erf's tail term rounds to 0 (0.5 erfc(14.4 / sqrt 2)
 // ~ 2.6e-47 < 2^-150) and -x^2/2 >= -103.7 stays within the exponential's
-// range, so it needs no clamp of its own (one operation of ~28).
+// range, so it needs no clamp of its own (one operation of ~26).
 constexpr float kGeluErfMaxAbs = 14.4f;
 
 template <size_t K, class D, class V = hn::Vec<D>>
