@@ -394,6 +394,39 @@ def spread_section(results):
     return out
 
 
+# One line of tfk-ab (bench/tfk_ab.cc): its reference side (A: copy or
+# oneDNN) against tfk (B).
+PAIRED_LINE = re.compile(
+    r"^(?P<what>.+?), (?P<threads>\d+) threads?, (?P<rounds>\d+) rounds of \d+ calls: "
+    r"A \((?P<ref>copy|oneDNN)\) (?P<ref_rate>[0-9.e+-]+) (?P<unit>GB/s|GFLOP/s), "
+    r"B (?P<rate>[0-9.e+-]+) (?:GB/s|GFLOP/s); B / A speedup: median (?P<median>[0-9.]+) "
+    r"\(quartiles (?P<q1>[0-9.]+)-(?P<q3>[0-9.]+)\)$")
+
+
+def paired_section(lines):
+    """The tfk-ab lines as a table: tfk's rate over its reference's, the
+    median and quartiles of per-round ratios (each round times both back to
+    back), which a slow spell of the host hits on both sides. Lines that are
+    not tfk-ab comparison lines are skipped."""
+    out = ["Each row: tfk against a reference timed alternately in one process "
+           "(`tfk-ab`, `bench/tfk_ab.cc`): the median of per-round ratios and their "
+           "quartiles. `copy` is a copy of the same bytes with streaming stores, the "
+           "limit of a kernel on inputs from memory; oneDNN is the peer's primitive "
+           "(its weights packed once for linear).", "",
+           "| kernel and shape | threads | reference | reference rate | tfk rate | "
+           "tfk / reference (quartiles) |", "|---|---|---|---|---|---|"]
+    rows = 0
+    for line in lines:
+        m = PAIRED_LINE.match(line.strip())
+        if not m:
+            continue
+        rows += 1
+        out.append(f"| {m['what']} | {m['threads']} | {m['ref']} | {m['ref_rate']} {m['unit']} | "
+                   f"{m['rate']} {m['unit']} | {float(m['median']):.2f} "
+                   f"({float(m['q1']):.2f}–{float(m['q3']):.2f}) |")
+    return out if rows else []
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bench_json")
@@ -401,6 +434,8 @@ def main(argv):
     ap.add_argument("--command", help="the command that produced the JSON")
     ap.add_argument("--out", required=True, help="Markdown report to write")
     ap.add_argument("--img", help="folder for the PNG plots (default: img/ beside --out)")
+    ap.add_argument("--paired", help="tfk-ab output lines (bench/run.sh) for a section of "
+                    "paired ratios")
     args = ap.parse_args(argv)
     results, context = load(args.bench_json)
     if not results:
@@ -414,6 +449,11 @@ def main(argv):
     img_dir = args.img or os.path.join(out_dir, "img")
     img_rel = os.path.relpath(img_dir, out_dir)
     text = render(results, context, cpu, args.command, img_dir, img_rel)
+    if args.paired:
+        with open(args.paired) as f:
+            paired = paired_section(f.read().splitlines())
+        if paired:
+            text += "\n## Paired with a limit or a peer\n\n" + "\n".join(paired) + "\n"
     with open(args.out, "w") as f:
         f.write(text)
     print(f"report.py: wrote {args.out} and plots in {img_dir}")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures every kernel on every ISA this CPU supports, at 1 and all threads,
 # beside its peers (oneDNN, OpenBLAS) and the machine's limits (FMA peak,
-# memory bandwidth), in one process, then writes the report.
+# memory bandwidth), in one process; then the targets' ratios to a copy and to
+# oneDNN, paired round by round (tfk-ab); then writes the report.
 #
 #   bench/run.sh --short   a subset, about 2 minutes on 2 cores; report in
 #                          out/bench/benchmarks.md (the default)
@@ -27,7 +28,7 @@ done
 
 scripts/install-deps.sh --peers
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build --target tfk_bench
+cmake --build build --target tfk_bench tfk-ab
 mkdir -p "$out"
 
 # CPU description for the report.
@@ -99,5 +100,33 @@ env "${openblas_env[@]}" build/bench/tfk_bench \
   --benchmark_min_time=$min_time \
   --benchmark_out="$out/bench.json" --benchmark_out_format=json >"$out/bench.txt"
 
+# The targets' ratios paired round by round (tfk-ab): tfk against a copy of
+# the same bytes on inputs from memory, against oneDNN on cache-resident ones
+# and on the matmul. Where tfk-ab has no oneDNN side, those rows are left out.
+paired_cases=(
+  "copy softmax 65536 2048" "copy softmax 2048 32000" "copy relu 16777216"
+  "copy gelu_erf 16777216" "copy gelu_tanh 16777216" "copy layernorm 2048 4096"
+  "copy rmsnorm 2048 4096"
+  "onednn softmax 64 2048" "onednn relu 262144" "onednn gelu_erf 262144"
+  "onednn gelu_tanh 262144" "onednn layernorm 512 1024"
+  "onednn linear 8 4096 4096 --layers 4" "onednn linear 64 1024 1024"
+  "onednn linear 64 1024 4096" "onednn linear 64 4096 1024" "onednn linear 64 4096 4096"
+  "onednn linear 512 4096 4096" "onednn linear 2048 1024 1024")
+rounds=21
+if [[ $mode == short ]]; then
+  paired_cases=("copy gelu_erf 16777216" "onednn gelu_erf 262144" "onednn linear 64 1024 1024")
+  rounds=7
+fi
+lib=$(readlink -f build/lib/libtfk.so)
+: >"$out/paired.txt"
+for threads in $(printf '%s\n' 1 "$(nproc)" | sort -un); do
+  for c in "${paired_cases[@]}"; do
+    read -r ref args <<<"$c"
+    # shellcheck disable=SC2086  # args: the kernel and its dimensions
+    build/bench/tfk-ab "$ref" "$lib" $args --threads "$threads" --rounds $rounds \
+      >>"$out/paired.txt" 2>"$out/paired.err" || echo "tfk-ab $c: $(cat "$out/paired.err")" >&2
+  done
+done
+
 /usr/bin/python3 bench/report.py "$out/bench.json" --cpu "$out/cpu.json" \
-  --command "bench/run.sh --$mode" --out "$report"
+  --command "bench/run.sh --$mode" --paired "$out/paired.txt" --out "$report"

@@ -31,6 +31,11 @@ struct Problem {
 // it. Defined in tfk_ab_onednn.cc where oneDNN is found.
 std::function<void()> OneDnnCall(const Problem& p, std::string* why);
 
+// A copy of the bytes the kernel reads and writes, x to y, on `threads`
+// threads (tfk_ab_copy.cc): the limit a kernel of one input and one output
+// is measured against; empty, with *why set, for add and linear.
+std::function<void()> CopyCall(const Problem& p, std::string* why);
+
 }  // namespace tfk_ab
 
 #endif  // TFK_BENCH_TFK_AB_H_

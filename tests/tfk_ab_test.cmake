@@ -4,7 +4,9 @@
 # must print the usage, and an ISA name the library refuses its message, each
 # with exit status 1. Where tfk-ab was built with oneDNN (PEERS has
 # `onednn`), each kernel but RMSNorm against oneDNN too, and RMSNorm's
-# message; else the message that says it was built without.
+# message; else the message that says it was built without. The copy side
+# pairs with the kernels of one input and one output, and refuses add and
+# linear.
 #   cmake -DAB=<tfk-ab> -DLIB=<libtfk.so> -DPEERS=<peers> -DWORK_DIR=<dir>
 #         -P tfk_ab_test.cmake
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -19,7 +21,7 @@ function(expect_line side_a side_b case)
   string(REPLACE "|" ";" args "${case}")
   execute_process(COMMAND ${AB} ${side_a} ${side_b} ${args} --rounds 3 --threads 2
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0 OR NOT out MATCHES "3 rounds of [0-9]+ calls: A( \\(oneDNN\\))? [0-9.e+-]+ (GB|GFLOP)/s, B .* B / A speedup: median [0-9.]+ \\(quartiles [0-9.]+-[0-9.]+\\)")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "3 rounds of [0-9]+ calls: A( \\((oneDNN|copy)\\))? [0-9.e+-]+ (GB|GFLOP)/s, B .* B / A speedup: median [0-9.]+ \\(quartiles [0-9.]+-[0-9.]+\\)")
     message(FATAL_ERROR "tfk-ab ${side_a} ${side_b} ${args}: exit ${rc}\nstdout: ${out}\nstderr: ${err}")
   endif()
 endfunction()
@@ -42,6 +44,19 @@ expect_failure("usage" linear 5 40)
 expect_failure("usage" relu 100 --layers 2)
 expect_failure("usage" linear 5 40 33 --layers 0)
 expect_failure("unknown ISA name 'NOPE'" relu 100 --isa NOPE)
+
+# The copy side: the kernels of one input and one output, either side.
+foreach(case "softmax|3|40" "layernorm|3|40" "rmsnorm|3|40" "relu|100" "gelu_erf|100")
+  expect_line(copy ${b} ${case})
+endforeach()
+expect_line(${a} copy "silu|1000")
+block()
+  set(a copy)
+  expect_failure("copy pairs with the kernels of one input" add 100)
+  expect_failure("copy pairs with the kernels of one input" linear 5 40 33)
+  set(b copy)
+  expect_failure("usage" relu 100)  # copy on both sides
+endblock()
 
 if(PEERS MATCHES "onednn")
   foreach(case ${cases})
