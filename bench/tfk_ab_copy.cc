@@ -1,7 +1,7 @@
 // tfk-ab's `copy` side: a copy of the bytes the kernel reads and writes, so
 // that a kernel's rate is paired round by round with the rate of a copy of
-// the same bytes, the limit issue-style targets for memory-sized inputs are
-// stated against ("85 % of a copy"). It is bench_memory.cc's copy with
+// the same bytes, the limit of a kernel on inputs from memory (docs/
+// benchmarks.md reads shares of it). It is bench_memory.cc's copy with
 // streaming stores and the source prefetched 4 KiB ahead (its fastest way
 // from 32 MiB up on the Xeons measured; tfk's row kernels write the same
 // way past their threshold), split into `threads` equal parts in a TBB arena
