@@ -3,126 +3,8 @@
 // with streaming stores where that is faster), a read-modify-write pass (the in-place
 // analogue), a read (four interleaved streams, software-prefetched where that
 // is faster) and a STREAM triad (streaming stores and prefetching where
-// faster: the limit of tfk_add), at 1 and all threads.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "bench/bench_memory.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-
-#include "hwy/cache_control.h"
-#include "hwy/highway.h"
-
-// The loops of the limits, written once with Highway and run on the widest
-// vectors the CPU has (HWY_DYNAMIC_DISPATCH), like the kernels they frame:
-// built for the SSE4 baseline, the read loop's 4 x 32 accumulators had
-// spilled to the stack (a Xeon of family 6 model 167, two threads, 4 MiB
-// read from the cores' L2: 95 GB/s, on AVX-512 now 124-140).
-HWY_BEFORE_NAMESPACE();
-namespace tfk_bench {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-constexpr size_t kReadStreams = 4;
-constexpr size_t kReadAheadFloats = 512;  // 2 KiB
-
-// Reads data[lo, hi) as kReadStreams interleaved streams, 128 bytes (a pair
-// of lines) from each in turn, and returns the xor of its bit patterns (one
-// accumulator a stream: the loop is bound by its loads). prefetch: both
-// lines of each pair kReadAheadFloats ahead, into L2.
-uint32_t ReadRange(const float* data, size_t lo, size_t hi, bool prefetch) {
-  const hn::ScalableTag<uint32_t> d;
-  using V = hn::Vec<decltype(d)>;
-  constexpr size_t kPair = 32;  // 128 bytes: a whole number of vectors on x86
-  const size_t N = hn::Lanes(d);
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(data);
-  const size_t part = (hi - lo) / kReadStreams / kPair * kPair;
-  V acc[kReadStreams];
-  for (size_t r = 0; r < kReadStreams; ++r) acc[r] = hn::Zero(d);
-  for (size_t i = 0; i < part; i += kPair) {
-#pragma GCC unroll 4
-    for (size_t r = 0; r < kReadStreams; ++r) {
-      const uint32_t* p = w + lo + r * part + i;
-      if (prefetch) {
-        __builtin_prefetch(p + kReadAheadFloats, 0, 2);  // prefetcht1
-        __builtin_prefetch(p + kReadAheadFloats + 16, 0, 2);
-      }
-      V x = hn::LoadU(d, p);
-      for (size_t j = N; j < kPair; j += N) x = hn::Xor(x, hn::LoadU(d, p + j));
-      acc[r] = hn::Xor(acc[r], x);
-    }
-  }
-  uint32_t x = 0;
-  for (size_t i = lo + kReadStreams * part; i < hi; ++i) x ^= w[i];
-  uint32_t lanes[HWY_MAX_BYTES / sizeof(uint32_t)];
-  for (size_t r = 0; r < kReadStreams; ++r) {
-    hn::StoreU(acc[r], d, lanes);
-    for (size_t j = 0; j < N; ++j) x ^= lanes[j];
-  }
-  return x;
-}
-
-// Copies src[lo, hi) to dst with whole vectors: way 1 stores them with
-// streaming (non-temporal) stores, as tfk's kernels write outputs past their
-// threshold (lib/memory.h); way 2 also prefetches the source 4 KiB ahead
-// into L1, as the row kernels do (lib/elementwise-inl.h). Plain stores for
-// the ends before and after dst's aligned middle.
-void CopyRange(const float* src, float* dst, size_t lo, size_t hi, int way) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  size_t i = lo;
-  for (; i < hi && reinterpret_cast<uintptr_t>(dst + i) % (N * sizeof(float)) != 0; ++i) {
-    dst[i] = src[i];
-  }
-  for (; i + N <= hi; i += N) {
-    if (way == 2 && i % 16 < N) hwy::Prefetch(src + i + 1024);
-    hn::Stream(hn::LoadU(d, src + i), d, dst + i);
-  }
-  for (; i < hi; ++i) dst[i] = src[i];
-  hwy::FlushStream();
-}
-
-// a[lo, hi) *= 0.999 in place, whole vectors.
-void ScaleRange(float* a, size_t lo, size_t hi) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  const auto m = hn::Set(d, 0.999f);
-  size_t i = lo;
-  for (; i + N <= hi; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, a + i), m), d, a + i);
-  for (; i < hi; ++i) a[i] *= 0.999f;
-}
-
-// a = b + 3 c over [lo, hi), whole vectors: way 0 with plain stores, way 1
-// with streaming stores, way 2 also prefetching b and c 4 KiB ahead (the
-// ways of the copy, for the kernels that read two inputs: tfk_add).
-void TriadRange(float* a, const float* b, const float* c, size_t lo, size_t hi, int way) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  const auto three = hn::Set(d, 3.0f);
-  size_t i = lo;
-  if (way == 0) {
-    for (; i + N <= hi; i += N) {
-      hn::StoreU(hn::MulAdd(three, hn::LoadU(d, c + i), hn::LoadU(d, b + i)), d, a + i);
-    }
-  } else {
-    for (; i < hi && reinterpret_cast<uintptr_t>(a + i) % (N * sizeof(float)) != 0; ++i) {
-      a[i] = b[i] + 3.0f * c[i];
-    }
-    for (; i + N <= hi; i += N) {
-      if (way == 2 && i % 16 < N) {
-        hwy::Prefetch(b + i + 1024);
-        hwy::Prefetch(c + i + 1024);
-      }
-      hn::Stream(hn::MulAdd(three, hn::LoadU(d, c + i), hn::LoadU(d, b + i)), d, a + i);
-    }
-    hwy::FlushStream();
-  }
-  for (; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
-}
-
-}  // namespace HWY_NAMESPACE
-}  // namespace tfk_bench
-HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
+// faster: the limit of tfk_add), at 1 and all threads. The loops are
+// memory_loops.cc's.
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
@@ -130,16 +12,11 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 
 #include "bench_util.h"
+#include "memory_loops.h"
 
 namespace tfk_bench {
-HWY_EXPORT(ReadRange);
-HWY_EXPORT(CopyRange);
-HWY_EXPORT(ScaleRange);
-HWY_EXPORT(TriadRange);
-
 namespace {
 
 // Runs fn(begin, end) over `threads` equal chunks of [0, n).
@@ -188,34 +65,30 @@ int FastestWay(int ways, const F& pass) {
 // that prefetches (the row kernels do) had run at up to 1.9x a copy that did
 // not (ReLU on 16 Mi floats, two Zen 4 cores).
 void RegisterCopy(size_t n) {
-  RegisterPerThreads("memory/copy/" + std::to_string(n), 2.0 * n * 4, [=](benchmark::State& s, int t) {
-    Floats a(n), b(n);
-    const auto pass = [&](int way) {
-      Split(n, t, [&](size_t lo, size_t hi) {
-        if (way == 0) {
-          std::memcpy(b.p + lo, a.p + lo, (hi - lo) * 4);
-        } else {
-          HWY_DYNAMIC_DISPATCH(CopyRange)(a.p, b.p, lo, hi, way);
-        }
+  RegisterPerThreads(
+      "memory/copy/" + std::to_string(n), 2.0 * n * 4, [=](benchmark::State& s, int t) {
+        Floats a(n), b(n);
+        const auto pass = [&](int way) {
+          Split(n, t, [&](size_t lo, size_t hi) { CopyRange(a.p, b.p, lo, hi, way); });
+          benchmark::DoNotOptimize(b.p);
+        };
+        const int way = FastestWay(3, pass);
+        for (auto _ : s) pass(way);
+        static const char* const kLabels[] = {"memcpy", "streaming stores",
+                                              "streaming stores, prefetch"};
+        s.SetLabel(kLabels[way]);
       });
-      benchmark::DoNotOptimize(b.p);
-    };
-    const int way = FastestWay(3, pass);
-    for (auto _ : s) pass(way);
-    static const char* const kLabels[] = {"memcpy", "streaming stores",
-                                          "streaming stores, prefetch"};
-    s.SetLabel(kLabels[way]);
-  });
 }
 
 void RegisterRmw(size_t n) {
-  RegisterPerThreads("memory/rmw/" + std::to_string(n), 2.0 * n * 4, [=](benchmark::State& s, int t) {
-    Floats a(n);
-    for (auto _ : s) {
-      Split(n, t, [&](size_t lo, size_t hi) { HWY_DYNAMIC_DISPATCH(ScaleRange)(a.p, lo, hi); });
-      benchmark::DoNotOptimize(a.p);
-    }
-  });
+  RegisterPerThreads("memory/rmw/" + std::to_string(n), 2.0 * n * 4,
+                     [=](benchmark::State& s, int t) {
+                       Floats a(n);
+                       for (auto _ : s) {
+                         Split(n, t, [&](size_t lo, size_t hi) { ScaleRange(a.p, lo, hi); });
+                         benchmark::DoNotOptimize(a.p);
+                       }
+                     });
 }
 
 // The read bandwidth: each thread reads its range as kReadStreams
@@ -233,35 +106,35 @@ void RegisterRmw(size_t n) {
 // (lib/memory.h, DecodeSpreadPrefetch). So each benchmark times one pass
 // either way first and keeps the faster (its label says which).
 void RegisterRead(size_t n) {
-  RegisterPerThreads("memory/read/" + std::to_string(n), 1.0 * n * 4, [=](benchmark::State& s, int t) {
-    Floats a(n);
-    const auto pass = [&](int prefetch) {
-      Split(n, t, [&](size_t lo, size_t hi) {
-        benchmark::DoNotOptimize(HWY_DYNAMIC_DISPATCH(ReadRange)(a.p, lo, hi, prefetch != 0));
-      });
-    };
-    // The faster way on this machine (FastestWay).
-    const bool prefetch = FastestWay(2, pass) == 1;
-    for (auto _ : s) pass(prefetch);
-    s.SetLabel(prefetch ? "software prefetch" : "hardware prefetch");
-  });
+  RegisterPerThreads("memory/read/" + std::to_string(n), 1.0 * n * 4,
+                     [=](benchmark::State& s, int t) {
+                       Floats a(n);
+                       const auto pass = [&](int prefetch) {
+                         Split(n, t, [&](size_t lo, size_t hi) {
+                           benchmark::DoNotOptimize(ReadRange(a.p, lo, hi, prefetch != 0));
+                         });
+                       };
+                       // The faster way on this machine (FastestWay).
+                       const bool prefetch = FastestWay(2, pass) == 1;
+                       for (auto _ : s) pass(prefetch);
+                       s.SetLabel(prefetch ? "software prefetch" : "hardware prefetch");
+                     });
 }
 
 void RegisterTriad(size_t n) {
-  RegisterPerThreads("memory/triad/" + std::to_string(n), 3.0 * n * 4, [=](benchmark::State& s, int t) {
-    Floats a(n), b(n), c(n);
-    const auto pass = [&](int way) {
-      Split(n, t, [&](size_t lo, size_t hi) {
-        HWY_DYNAMIC_DISPATCH(TriadRange)(a.p, b.p, c.p, lo, hi, way);
+  RegisterPerThreads(
+      "memory/triad/" + std::to_string(n), 3.0 * n * 4, [=](benchmark::State& s, int t) {
+        Floats a(n), b(n), c(n);
+        const auto pass = [&](int way) {
+          Split(n, t, [&](size_t lo, size_t hi) { TriadRange(a.p, b.p, c.p, lo, hi, way); });
+          benchmark::DoNotOptimize(a.p);
+        };
+        const int way = FastestWay(3, pass);  // as the copy: the label says which
+        for (auto _ : s) pass(way);
+        static const char* const kLabels[] = {"plain stores", "streaming stores",
+                                              "streaming stores, prefetch"};
+        s.SetLabel(kLabels[way]);
       });
-      benchmark::DoNotOptimize(a.p);
-    };
-    const int way = FastestWay(3, pass);  // as the copy: the label says which
-    for (auto _ : s) pass(way);
-    static const char* const kLabels[] = {"plain stores", "streaming stores",
-                                          "streaming stores, prefetch"};
-    s.SetLabel(kLabels[way]);
-  });
 }
 
 // One bandwidth benchmark per size of bytes moved that a kernel benchmark
@@ -296,4 +169,3 @@ const bool kRegistered = [] {
 
 }  // namespace
 }  // namespace tfk_bench
-#endif  // HWY_ONCE
