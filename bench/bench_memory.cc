@@ -4,7 +4,7 @@
 // analogue), a read (four interleaved streams, software-prefetched where that
 // is faster) and a STREAM triad (streaming stores and prefetching where
 // faster: the limit of tfk_add), at 1 and all threads. The loops are
-// memory_loops.cc's.
+// limit_loops.cc's.
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "bench_util.h"
-#include "memory_loops.h"
+#include "limit_loops.h"
 
 namespace tfk_bench {
 namespace {

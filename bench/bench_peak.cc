@@ -1,14 +1,7 @@
-// Machine limit for compute: the FMA peak per ISA, 1 and all threads.
-// Each thread runs independent vector FMA chains held in registers, so the
-// loop is bound by FMA throughput alone. The chains must fit the register file
-// beside the two constants: 14 where a target has 16 vector registers (x86 up
-// to AVX2), 24 where it has 32. Measured on one AVX2 core here, one sitting:
-// 8 chains 27.0 GFLOP/s, 12 chains 35.7, 14 chains 37.5 (latency x pipes is
-// above 8 on this host). 24 chains on AVX2 spilled 11 accumulators to the
-// stack, each then waiting on a store-to-load forward per step, and read
-// 21.6-22.7 GFLOP/s, below the GEMM beside it.
-// Targets without FMA (SSE4) run mul + add pairs, counted as 2 flops per lane
-// like an FMA. GFLOPS counts 2 flops per lane per FMA.
+// Machine limit for compute: the FMA peak per ISA, 1 and all threads, each
+// thread running limit_loops.h's FMA loop (independent FMA chains held in
+// registers, bound by FMA throughput alone). GFLOPS counts 2 flops per lane
+// per FMA.
 //
 // Beside it, the matmul's register tile alone (peak/tile/<ISA>/mr<rows>_nr32):
 // lib/matmul-inl.h's Tile<kMaxMR>, compiled here from the same source with
@@ -32,30 +25,6 @@ HWY_BEFORE_NAMESPACE();
 namespace tfk_bench {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// Returns flops done; the result is consumed so the loop is not removed.
-double FmaLoop(size_t iters, float* sink) {
-  const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
-#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
-  constexpr size_t kChains = 14;  // + 2 constants = 16 registers
-#else
-  constexpr size_t kChains = 24;
-#endif
-  V acc[kChains];
-  const V m = hn::Set(d, 0.999999f), a = hn::Set(d, 1e-7f);
-#pragma GCC unroll 24
-  for (size_t c = 0; c < kChains; ++c) acc[c] = hn::Set(d, static_cast<float>(c));
-  for (size_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 24
-    for (size_t c = 0; c < kChains; ++c) acc[c] = hn::MulAdd(acc[c], m, a);
-  }
-  V sum = hn::Zero(d);
-#pragma GCC unroll 24
-  for (size_t c = 0; c < kChains; ++c) sum = hn::Add(sum, acc[c]);
-  *sink = hn::GetLane(sum);
-  return 2.0 * kChains * hn::Lanes(d) * static_cast<double>(iters);
-}
 
 // The tile's working set: kTilePanels panel slices of kTileK x 32 floats
 // (64 KiB each at kTileK = 512, the GEMM's kc on 32-48 KiB L1d) and
@@ -107,15 +76,13 @@ HWY_AFTER_NAMESPACE();
 #include <atomic>
 
 #include "bench_util.h"
+#include "limit_loops.h"
 
 namespace tfk_bench {
-HWY_EXPORT(FmaLoop);
 HWY_EXPORT(TileLoop);
 HWY_EXPORT(TileRows);
 
 namespace {
-
-using LoopFn = double (*)(size_t, float*);
 
 // Runs fn(iters) on each of `threads` threads at once and counts the flops.
 void RegisterLoop(const std::string& name, const std::string& isa, int threads, LoopFn fn,
@@ -152,8 +119,7 @@ void RegisterPeak() {
     for (int threads : ThreadCounts()) {
       const std::string t = "/threads:" + std::to_string(threads);
       // ~1-4 ms an iteration for either loop.
-      RegisterLoop("peak/fma/" + isa + t, isa, threads, HWY_DISPATCH_TABLE(FmaLoop)[index],
-                   size_t{1} << 20);
+      RegisterLoop("peak/fma/" + isa + t, isa, threads, FmaLoopFor(target), size_t{1} << 20);
       RegisterLoop("peak/tile/" + isa + "/" + tile + t, isa, threads,
                    HWY_DISPATCH_TABLE(TileLoop)[index], 32);
     }

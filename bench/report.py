@@ -394,11 +394,11 @@ def spread_section(results):
     return out
 
 
-# One line of tfk-ab (bench/tfk_ab.cc): its reference side (A: copy or
+# One line of tfk-ab (bench/tfk_ab.cc): its reference side (A: copy, peak or
 # oneDNN) against tfk (B).
 PAIRED_LINE = re.compile(
     r"^(?P<what>.+?), (?P<threads>\d+) threads?, (?P<rounds>\d+) rounds of \d+ calls: "
-    r"A \((?P<ref>copy|oneDNN)\) (?P<ref_rate>[0-9.e+-]+) (?P<unit>GB/s|GFLOP/s), "
+    r"A \((?P<ref>copy|peak|oneDNN)\) (?P<ref_rate>[0-9.e+-]+) (?P<unit>GB/s|GFLOP/s), "
     r"B (?P<rate>[0-9.e+-]+) (?:GB/s|GFLOP/s); B / A speedup: median (?P<median>[0-9.]+) "
     r"\(quartiles (?P<q1>[0-9.]+)-(?P<q3>[0-9.]+)\)$")
 
@@ -411,8 +411,10 @@ def paired_section(lines):
     out = ["Each row: tfk against a reference timed alternately in one process "
            "(`tfk-ab`, `bench/tfk_ab.cc`): the median of per-round ratios and their "
            "quartiles. `copy` is a copy of the same bytes with streaming stores, the "
-           "limit of a kernel on inputs from memory; oneDNN is the peer's primitive "
-           "(its weights packed once for linear).", "",
+           "limit of a kernel on inputs from memory; `peak` is the FMA loop of the FMA "
+           "peak doing the same flops on the same threads and ISA, the limit of a "
+           "compute-bound matmul; oneDNN is the peer's primitive (its weights packed once "
+           "for linear).", "",
            "| kernel and shape | threads | reference | reference rate | tfk rate | "
            "tfk / reference (quartiles) |", "|---|---|---|---|---|---|"]
     rows = 0

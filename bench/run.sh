@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Measures every kernel on every ISA this CPU supports, at 1 and all threads,
 # beside its peers (oneDNN, OpenBLAS) and the machine's limits (FMA peak,
-# memory bandwidth), in one process; then the targets' ratios to a copy and to
-# oneDNN, paired round by round (tfk-ab); then writes the report.
+# memory bandwidth), in one process; then the targets' ratios to a copy, to
+# oneDNN and to the FMA peak, paired round by round (tfk-ab); then writes the
+# report.
 #
 #   bench/run.sh --short   a subset, about 2 minutes on 2 cores; report in
 #                          out/bench/benchmarks.md (the default)
@@ -102,7 +103,8 @@ env "${openblas_env[@]}" build/bench/tfk_bench \
 
 # The targets' ratios paired round by round (tfk-ab): tfk against a copy of
 # the same bytes on inputs from memory, against oneDNN on cache-resident ones
-# and on the matmul. Where tfk-ab has no oneDNN side, those rows are left out.
+# and on the matmul, and the compute-bound matmul against the FMA peak. Where
+# tfk-ab has no oneDNN side, those rows are left out.
 paired_cases=(
   "copy softmax 65536 2048" "copy softmax 2048 32000" "copy relu 16777216"
   "copy gelu_erf 16777216" "copy gelu_tanh 16777216" "copy layernorm 2048 4096"
@@ -111,7 +113,8 @@ paired_cases=(
   "onednn gelu_tanh 262144" "onednn layernorm 512 1024"
   "onednn linear 8 4096 4096 --layers 4" "onednn linear 64 1024 1024"
   "onednn linear 64 1024 4096" "onednn linear 64 4096 1024" "onednn linear 64 4096 4096"
-  "onednn linear 512 4096 4096" "onednn linear 2048 1024 1024")
+  "onednn linear 512 4096 4096" "onednn linear 2048 1024 1024"
+  "peak linear 512 4096 4096" "peak linear 2048 1024 1024")
 rounds=21
 if [[ $mode == short ]]; then
   paired_cases=("copy gelu_erf 16777216" "onednn gelu_erf 262144" "onednn linear 64 1024 1024")

@@ -1,7 +1,7 @@
 // tfk-ab: compares two builds of libtfk in one process, call by call.
 //
-//   tfk-ab LIB_A|onednn|copy LIB_B|onednn|copy KERNEL DIMS... [--threads T]
-//          [--rounds R] [--isa ISA] [--layers L]
+//   tfk-ab LIB_A|onednn|copy|peak LIB_B|onednn|copy|peak KERNEL DIMS...
+//          [--threads T] [--rounds R] [--isa ISA] [--layers L]
 //
 // KERNEL and DIMS: softmax ROWS COLS, layernorm ROWS COLS, rmsnorm ROWS COLS,
 // relu N, gelu_erf N, gelu_tanh N, silu N, add N, linear M K N. LIB_A and
@@ -15,10 +15,13 @@
 // Either side may be `onednn` instead of a library: oneDNN's primitive for
 // the kernel (tfk_ab_onednn.cc; where configure found oneDNN), so that a
 // comparison with the peer is paired round by round too. RMSNorm has none.
-// Or `copy`: a copy of the same bytes with streaming stores (tfk_ab_copy.cc),
+// Or `copy`: a copy of the same bytes with streaming stores (tfk_ab_limits.cc),
 // the limit of a kernel on inputs from memory, for the kernels of one input
-// and one output. With either, each side starts 30 ms after the other ended,
-// once OpenMP's spinning workers sleep (bench_util.h, LetPeerThreadsSleep).
+// and one output. Or `peak`: the FMA loop doing linear's flops on the same
+// threads and ISA (tfk_ab_limits.cc), the limit of a compute-bound matmul, so
+// that the share of the peak is measured in the same moments as the matmul.
+// With any of them, each side starts 30 ms after the other ended, once
+// OpenMP's spinning workers sleep (bench_util.h, LetPeerThreadsSleep).
 //
 // On a shared, noisy host two separate runs differ by more than most changes
 // do, and so do medians of interleaved repetitions. Here each round times A
@@ -97,8 +100,8 @@ void Check(const Lib& l, tfk_status s) {
 
 [[noreturn]] void Usage() {
   Die("usage",
-      "tfk-ab LIB_A|onednn|copy LIB_B|onednn|copy KERNEL DIMS... [--threads T] [--rounds R]\n"
-      "  [--isa ISA]\n"
+      "tfk-ab LIB_A|onednn|copy|peak LIB_B|onednn|copy|peak KERNEL DIMS... [--threads T]\n"
+      "  [--rounds R] [--isa ISA]\n"
       "  softmax|layernorm|rmsnorm ROWS COLS; relu|gelu_erf|gelu_tanh|silu|add N;\n"
       "  linear M K N [--layers L]");
 }
@@ -216,7 +219,9 @@ int main(int argc, char** argv) {
                          p.kernel == Kernel::kRmsNorm;
   if (dims.size() != (linear ? 3u : rows_cols ? 2u : 1u)) Usage();
   if (n_layers != 1 && !linear) Usage();
-  const auto is_peer = [](const std::string& s) { return s == "onednn" || s == "copy"; };
+  const auto is_peer = [](const std::string& s) {
+    return s == "onednn" || s == "copy" || s == "peak";
+  };
   const bool peer[2] = {is_peer(pos[0]), is_peer(pos[1])};
   if (peer[0] && peer[1]) Usage();
   p.rows = rows_cols ? dims[0] : 1;
@@ -254,7 +259,9 @@ int main(int argc, char** argv) {
   for (int side = 0; side < 2; ++side) {
     if (peer[side]) {
       std::string why;
-      call[side] = pos[side] == "onednn" ? OneDnnCall(p, &why) : CopyCall(p, &why);
+      call[side] = pos[side] == "onednn" ? OneDnnCall(p, &why)
+                   : pos[side] == "copy" ? CopyCall(p, &why)
+                                         : PeakCall(p, isa, &why);
       if (!call[side]) Die(pos[side].c_str(), why.c_str());
     } else {
       Load(pos[side].c_str(), libs[side]);
@@ -306,12 +313,13 @@ int main(int argc, char** argv) {
     for (int side = 0; side < 2; ++side) rate[side].push_back(work / t[side] / 1e9);
   }
   const char* unit = linear ? "GFLOP/s" : "GB/s";
-  const std::string label[2] = {pos[0] == "onednn" ? " (oneDNN)"
-                                : pos[0] == "copy" ? " (copy)"
-                                                   : "",
-                                pos[1] == "onednn" ? " (oneDNN)"
-                                : pos[1] == "copy" ? " (copy)"
-                                                   : ""};
+  const auto label_of = [](const std::string& side) -> std::string {
+    return side == "onednn" ? " (oneDNN)"
+           : side == "copy" ? " (copy)"
+           : side == "peak" ? " (peak)"
+                            : "";
+  };
+  const std::string label[2] = {label_of(pos[0]), label_of(pos[1])};
   printf("%s", kernel.c_str());
   for (size_t d : dims) printf(" %zu", d);
   if (n_layers > 1) printf(" (%zu layers)", n_layers);

@@ -32,9 +32,16 @@ struct Problem {
 std::function<void()> OneDnnCall(const Problem& p, std::string* why);
 
 // A copy of the bytes the kernel reads and writes, x to y, on `threads`
-// threads (tfk_ab_copy.cc): the limit a kernel of one input and one output
+// threads (tfk_ab_limits.cc): the limit a kernel of one input and one output
 // is measured against; empty, with *why set, for add and linear.
 std::function<void()> CopyCall(const Problem& p, std::string* why);
+
+// The FMA peak (tfk_ab_limits.cc): the FMA loop doing the flops of linear's
+// call on `threads` threads, on the ISA `isa` (a Highway target name; null:
+// the best the CPU has), the limit a compute-bound matmul is measured
+// against; empty, with *why set, for the other kernels or an ISA the CPU
+// lacks.
+std::function<void()> PeakCall(const Problem& p, const char* isa, std::string* why);
 
 }  // namespace tfk_ab
 

@@ -249,14 +249,16 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(report.main([path, "--out", os.path.join(self.tmp.name, "r.md")]), 1)
 
     def test_paired_section_from_tfk_ab_lines(self):
-        # Two comparison lines of tfk-ab (the reference as A, tfk as B), one
-        # of them over layers, and lines that are not comparisons.
+        # Three comparison lines of tfk-ab (the reference as A, tfk as B),
+        # one of them over layers, and lines that are not comparisons.
         lines = [
             "gelu_erf 16777216, 1 thread, 21 rounds of 7 calls: A (copy) 19.2 GB/s, B 17 GB/s; "
             "B / A speedup: median 0.843 (quartiles 0.835-0.892)",
             "tfk-ab: onednn: tfk-ab was built without oneDNN (libdnnl-dev)",
             "linear 8 4096 4096 (4 layers), 2 threads, 21 rounds of 13 calls: A (oneDNN) 60.3 "
             "GFLOP/s, B 74.6 GFLOP/s; B / A speedup: median 1.239 (quartiles 1.205-1.279)",
+            "linear 512 4096 4096, 1 thread, 21 rounds of 1 calls: A (peak) 167 GFLOP/s, B 120 "
+            "GFLOP/s; B / A speedup: median 0.729 (quartiles 0.726-0.761)",
             "relu 100, 1 thread, 3 rounds of 9 calls: A 1 GB/s, B 1 GB/s; B / A speedup: "
             "median 1.000 (quartiles 1.000-1.000)",  # two builds: no reference
         ]
@@ -277,9 +279,12 @@ class ReportTest(unittest.TestCase):
             self.row(text, section, ["linear 8 4096 4096 (4 layers)", "2", "oneDNN"]),
             "| linear 8 4096 4096 (4 layers) | 2 | oneDNN | 60.3 GFLOP/s | 74.6 GFLOP/s | "
             "1.24 (1.21–1.28) |")
+        self.assertEqual(
+            self.row(text, section, ["linear 512 4096 4096", "1", "peak"]),
+            "| linear 512 4096 4096 | 1 | peak | 167 GFLOP/s | 120 GFLOP/s | 0.73 (0.73–0.76) |")
         part = text.split(f"## {section}", 1)[1]
         self.assertEqual(len([x for x in part.splitlines() if x.startswith("| ") and
-                              not x.startswith("| kernel")]), 2)
+                              not x.startswith("| kernel")]), 3)
         # Without comparison lines there is no section.
         with open(paired, "w") as f:
             f.write(lines[1] + "\n")

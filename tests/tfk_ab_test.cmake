@@ -6,7 +6,8 @@
 # `onednn`), each kernel but RMSNorm against oneDNN too, and RMSNorm's
 # message; else the message that says it was built without. The copy side
 # pairs with the kernels of one input and one output, and refuses add and
-# linear.
+# linear; the peak side pairs with linear only, on any ISA the CPU has, and
+# refuses an ISA name it has no loop for.
 #   cmake -DAB=<tfk-ab> -DLIB=<libtfk.so> -DPEERS=<peers> -DWORK_DIR=<dir>
 #         -P tfk_ab_test.cmake
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -21,7 +22,7 @@ function(expect_line side_a side_b case)
   string(REPLACE "|" ";" args "${case}")
   execute_process(COMMAND ${AB} ${side_a} ${side_b} ${args} --rounds 3 --threads 2
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0 OR NOT out MATCHES "3 rounds of [0-9]+ calls: A( \\((oneDNN|copy)\\))? [0-9.e+-]+ (GB|GFLOP)/s, B .* B / A speedup: median [0-9.]+ \\(quartiles [0-9.]+-[0-9.]+\\)")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "3 rounds of [0-9]+ calls: A( \\((oneDNN|copy|peak)\\))? [0-9.e+-]+ (GB|GFLOP)/s, B .* B / A speedup: median [0-9.]+ \\(quartiles [0-9.]+-[0-9.]+\\)")
     message(FATAL_ERROR "tfk-ab ${side_a} ${side_b} ${args}: exit ${rc}\nstdout: ${out}\nstderr: ${err}")
   endif()
 endfunction()
@@ -56,6 +57,16 @@ block()
   expect_failure("copy pairs with the kernels of one input" linear 5 40 33)
   set(b copy)
   expect_failure("usage" relu 100)  # copy on both sides
+endblock()
+
+# The peak side: linear only.
+expect_line(peak ${b} "linear|5|40|33")
+expect_line(${a} peak "linear|5|40|33|--layers|2")
+expect_line(peak ${b} "linear|5|40|33|--isa|SSE4")
+block()
+  set(a peak)
+  expect_failure("the FMA peak pairs with linear" relu 100)
+  expect_failure("no FMA loop for the ISA NOPE" linear 5 40 33 --isa NOPE)
 endblock()
 
 if(PEERS MATCHES "onednn")

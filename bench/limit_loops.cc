@@ -1,7 +1,6 @@
-// The loops of tfk_bench's memory limits (bench_memory.cc) and of tfk-ab's
-// copy side (tfk_ab_copy.cc): see memory_loops.h.
+// The loops of the machine's limits: see limit_loops.h.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "bench/memory_loops.cc"
+#define HWY_TARGET_INCLUDE "bench/limit_loops.cc"
 #include <stdint.h>
 
 #include "hwy/cache_control.h"
@@ -52,7 +51,7 @@ uint32_t ReadRange(const float* data, size_t lo, size_t hi, bool prefetch) {
   return x;
 }
 
-// Ways 1 and 2 of the copy (memory_loops.h), whole vectors; plain stores for
+// Ways 1 and 2 of the copy (limit_loops.h), whole vectors; plain stores for
 // the ends before and after dst's aligned middle.
 void CopyRange(const float* src, float* dst, size_t lo, size_t hi, int way) {
   const hn::ScalableTag<float> d;
@@ -107,6 +106,30 @@ void TriadRange(float* a, const float* b, const float* c, size_t lo, size_t hi, 
   for (; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
 }
 
+// The FMA loop (limit_loops.h): independent chains held in registers.
+double FmaLoop(size_t iters, float* sink) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+  constexpr size_t kChains = 14;  // + 2 constants = 16 registers
+#else
+  constexpr size_t kChains = 24;
+#endif
+  V acc[kChains];
+  const V m = hn::Set(d, 0.999999f), a = hn::Set(d, 1e-7f);
+#pragma GCC unroll 24
+  for (size_t c = 0; c < kChains; ++c) acc[c] = hn::Set(d, static_cast<float>(c));
+  for (size_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 24
+    for (size_t c = 0; c < kChains; ++c) acc[c] = hn::MulAdd(acc[c], m, a);
+  }
+  V sum = hn::Zero(d);
+#pragma GCC unroll 24
+  for (size_t c = 0; c < kChains; ++c) sum = hn::Add(sum, acc[c]);
+  *sink = hn::GetLane(sum);
+  return 2.0 * kChains * hn::Lanes(d) * static_cast<double>(iters);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tfk_bench
 HWY_AFTER_NAMESPACE();
@@ -114,13 +137,14 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <cstring>
 
-#include "memory_loops.h"
+#include "limit_loops.h"
 
 namespace tfk_bench {
 HWY_EXPORT(ReadRange);
 HWY_EXPORT(CopyRange);
 HWY_EXPORT(ScaleRange);
 HWY_EXPORT(TriadRange);
+HWY_EXPORT(FmaLoop);
 
 uint32_t ReadRange(const float* data, size_t lo, size_t hi, bool prefetch) {
   return HWY_DYNAMIC_DISPATCH(ReadRange)(data, lo, hi, prefetch);
@@ -136,5 +160,12 @@ void ScaleRange(float* a, size_t lo, size_t hi) { HWY_DYNAMIC_DISPATCH(ScaleRang
 void TriadRange(float* a, const float* b, const float* c, size_t lo, size_t hi, int way) {
   HWY_DYNAMIC_DISPATCH(TriadRange)(a, b, c, lo, hi, way);
 }
+
+LoopFn FmaLoopFor(int64_t target) {
+  hwy::ChosenTarget chosen;  // picks this target's entry in the table
+  chosen.Update(target);
+  return HWY_DISPATCH_TABLE(FmaLoop)[chosen.GetIndex()];
+}
+
 }  // namespace tfk_bench
 #endif  // HWY_ONCE

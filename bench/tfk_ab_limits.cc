@@ -1,0 +1,91 @@
+// tfk-ab's sides that are the machine's limits (limit_loops.h), run in a TBB
+// arena of the problem's thread count, so that a kernel's rate is paired
+// round by round with the limit it is read against (docs/benchmarks.md reads
+// shares of them):
+// - `copy`: a copy of the bytes the kernel reads and writes, the limit of a
+//   kernel on inputs from memory: tfk_bench's copy with streaming stores and
+//   the source prefetched 4 KiB ahead (way 2: its fastest way from 32 MiB up
+//   on the Xeons measured; tfk's row kernels write the same way past their
+//   threshold), split into `threads` parts of whole lines;
+// - `peak`: the FMA loop doing the flops of the linear layer's call, split
+//   equally over the threads, on the ISA the library is capped at (--isa) or
+//   the best the CPU has: the limit of the compute-bound matmul.
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "hwy/targets.h"
+#include "limit_loops.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/partitioner.h"
+#include "oneapi/tbb/task_arena.h"
+#include "tfk_ab.h"
+
+namespace tfk_ab {
+
+std::function<void()> CopyCall(const Problem& p, std::string* why) {
+  if (p.kernel == Kernel::kAdd || p.kernel == Kernel::kLinear) {
+    *why = "copy pairs with the kernels of one input and one output of the same size";
+    return {};
+  }
+  const size_t n = p.rows * p.cols, threads = static_cast<size_t>(p.threads);
+  auto arena = std::make_shared<oneapi::tbb::task_arena>(p.threads);
+  const float* src = p.x;
+  float* dst = p.y;
+  return [=] {
+    arena->execute([&] {
+      oneapi::tbb::parallel_for(
+          size_t{0}, threads,
+          [&](size_t t) {
+            // Parts of whole 64-byte lines, the last taking the rest.
+            const size_t lo = n * t / threads / 16 * 16;
+            const size_t hi = t + 1 == threads ? n : n * (t + 1) / threads / 16 * 16;
+            tfk_bench::CopyRange(src, dst, lo, hi, /*way=*/2);
+          },
+          oneapi::tbb::static_partitioner());
+    });
+  };
+}
+
+std::function<void()> PeakCall(const Problem& p, const char* isa, std::string* why) {
+  if (p.kernel != Kernel::kLinear) {
+    *why = "the FMA peak pairs with linear, the compute-bound kernel";
+    return {};
+  }
+  // SupportedAndGeneratedTargets lists the best target first (x86's better
+  // targets have the lower bits).
+  tfk_bench::LoopFn loop = nullptr;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (isa == nullptr || strcmp(hwy::TargetName(target), isa) == 0) {
+      loop = tfk_bench::FmaLoopFor(target);
+      break;
+    }
+  }
+  if (loop == nullptr) {
+    *why = std::string("no FMA loop for the ISA ") + isa + " on this CPU";
+    return {};
+  }
+  float sink;
+  const double flops_per_step = loop(1, &sink);
+  const double flops = 2.0 * static_cast<double>(p.M) * static_cast<double>(p.K) * p.N;
+  const size_t steps = std::max<size_t>(1, std::llround(flops / flops_per_step / p.threads));
+  auto arena = std::make_shared<oneapi::tbb::task_arena>(p.threads);
+  const int threads = p.threads;
+  return [=] {
+    arena->execute([&] {
+      oneapi::tbb::parallel_for(
+          0, threads,
+          [&](int) {
+            float s;
+            loop(steps, &s);
+            volatile float keep = s;  // the loop's result is used
+            (void)keep;
+          },
+          oneapi::tbb::static_partitioner());
+    });
+  };
+}
+
+}  // namespace tfk_ab
