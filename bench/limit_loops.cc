@@ -1,10 +1,11 @@
 // The loops of the machine's limits: see limit_loops.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "bench/limit_loops.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include <stdint.h>
 
 #include "hwy/cache_control.h"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -161,11 +162,25 @@ void TriadRange(float* a, const float* b, const float* c, size_t lo, size_t hi, 
   HWY_DYNAMIC_DISPATCH(TriadRange)(a, b, c, lo, hi, way);
 }
 
-LoopFn FmaLoopFor(int64_t target) {
-  hwy::ChosenTarget chosen;  // picks this target's entry in the table
-  chosen.Update(target);
-  return HWY_DISPATCH_TABLE(FmaLoop)[chosen.GetIndex()];
+int64_t SupportedTarget(const char* name) {
+  // Listed best first: x86's better targets have the lower bits.
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (name == nullptr || std::strcmp(hwy::TargetName(target), name) == 0) return target;
+  }
+  return 0;
 }
+
+namespace {
+// This target's entry in an HWY_EXPORT table.
+size_t TableIndex(int64_t target) {
+  hwy::ChosenTarget chosen;
+  chosen.Update(target);
+  return chosen.GetIndex();
+}
+}  // namespace
+
+LoopFn FmaLoopFor(int64_t target) { return HWY_DISPATCH_TABLE(FmaLoop)[TableIndex(target)]; }
+CopyFn CopyRangeFor(int64_t target) { return HWY_DISPATCH_TABLE(CopyRange)[TableIndex(target)]; }
 
 }  // namespace tfk_bench
 #endif  // HWY_ONCE

@@ -44,9 +44,17 @@ void TriadRange(float* a, const float* b, const float* c, size_t lo, size_t hi, 
 // GFLOP/s, below the GEMM beside it. Targets without FMA (SSE4) run mul +
 // add pairs, counted as 2 flops per lane like an FMA.
 using LoopFn = double (*)(size_t iters, float* sink);
-// The FMA loop compiled for `target`, a Highway target bit among
-// hwy::SupportedAndGeneratedTargets().
+
+// The Highway target bit named `name` (hwy::TargetName: "AVX3", "AVX2",
+// "SSE4", tfk's ISA names) among hwy::SupportedAndGeneratedTargets(), or
+// with a null name the best of them; 0 where there is none.
+int64_t SupportedTarget(const char* name);
+
+// The loops compiled for `target`, a bit of SupportedTarget(): the FMA loop,
+// and ways 1 and 2 of the copy (way 0, memcpy, has no target).
 LoopFn FmaLoopFor(int64_t target);
+using CopyFn = void (*)(const float* src, float* dst, size_t lo, size_t hi, int way);
+CopyFn CopyRangeFor(int64_t target);
 
 }  // namespace tfk_bench
 

@@ -10,13 +10,10 @@
 // - `peak`: the FMA loop doing the flops of the linear layer's call, split
 //   equally over the threads, on the ISA the library is capped at (--isa) or
 //   the best the CPU has: the limit of the compute-bound matmul.
-#include <string.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
-#include "hwy/targets.h"
 #include "limit_loops.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/partitioner.h"
@@ -54,19 +51,12 @@ std::function<void()> PeakCall(const Problem& p, const char* isa, std::string* w
     *why = "the FMA peak pairs with linear, the compute-bound kernel";
     return {};
   }
-  // SupportedAndGeneratedTargets lists the best target first (x86's better
-  // targets have the lower bits).
-  tfk_bench::LoopFn loop = nullptr;
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    if (isa == nullptr || strcmp(hwy::TargetName(target), isa) == 0) {
-      loop = tfk_bench::FmaLoopFor(target);
-      break;
-    }
-  }
-  if (loop == nullptr) {
+  const int64_t target = tfk_bench::SupportedTarget(isa);
+  if (target == 0) {
     *why = std::string("no FMA loop for the ISA ") + isa + " on this CPU";
     return {};
   }
+  const tfk_bench::LoopFn loop = tfk_bench::FmaLoopFor(target);
   float sink;
   const double flops_per_step = loop(1, &sink);
   const double flops = 2.0 * static_cast<double>(p.M) * static_cast<double>(p.K) * p.N;

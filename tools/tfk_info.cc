@@ -4,18 +4,26 @@
 // attention prefill) of the kernels (row kernels, packed matmul at prefill
 // and decoding shapes, causal attention, KV-cache decoding) on every
 // supported ISA up to the active one (TFK_MAX_ISA caps it) at 1 and all
-// threads. For careful figures use tfk_bench. `tfk-info --isas` prints the
-// ISA lines only.
+// threads; below them the machine's limits on the same columns, a copy of
+// the same bytes and the FMA peak (bench/limit_loops.h), so that each row
+// reads as a share of one. For careful figures use tfk_bench and tfk-ab.
+// `tfk-info --isas` prints the ISA lines only.
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
 #include <tfk/tfk.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "limit_loops.h"
 
 namespace {
 
@@ -36,6 +44,65 @@ double BestSeconds(const std::function<void()>& run) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+// fn(part) for part < t, one part a thread of an arena of t threads.
+void OnThreads(oneapi::tbb::task_arena& arena, int t, const std::function<void(int)>& fn) {
+  arena.execute([&] {
+    oneapi::tbb::parallel_for(
+        0, t, [&](int part) { fn(part); }, oneapi::tbb::static_partitioner());
+  });
+}
+
+// The limits' rows on the kernels' columns: a copy of n floats (src to dst,
+// the bytes of the row kernels: the best of memcpy and the copy with
+// streaming stores, with and without prefetching) in GB/s of bytes read +
+// written, and the FMA peak in GFLOP/s, each on the ISA's own vectors.
+void PrintLimits(const std::vector<std::string>& isas, const std::vector<int>& threads,
+                 const float* src, float* dst, size_t n) {
+  std::printf("%-15s %-14s", "copy (limit)", "8 MiB");
+  for (const auto& isa : isas) {
+    const tfk_bench::CopyFn copy = tfk_bench::CopyRangeFor(tfk_bench::SupportedTarget(isa.c_str()));
+    for (int t : threads) {
+      oneapi::tbb::task_arena arena(t);
+      const auto pass = [&](int way) {
+        OnThreads(arena, t, [&](int part) {
+          const size_t lo = n * part / t / 16 * 16;  // whole 64-byte lines
+          const size_t hi = part + 1 == t ? n : n * (part + 1) / t / 16 * 16;
+          if (way == 0) {
+            std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
+          } else {
+            copy(src, dst, lo, hi, way);
+          }
+        });
+      };
+      double best = 1e30;
+      for (int way = 0; way < 3; ++way) best = std::min(best, BestSeconds([&] { pass(way); }));
+      std::printf(" %11.2f", 2.0 * n * sizeof(float) / best / 1e9);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n%-15s %-14s", "FMA peak GF/s", "registers");
+  for (const auto& isa : isas) {
+    const tfk_bench::LoopFn fma = tfk_bench::FmaLoopFor(tfk_bench::SupportedTarget(isa.c_str()));
+    for (int t : threads) {
+      oneapi::tbb::task_arena arena(t);
+      std::vector<double> flops(t);
+      const double s = BestSeconds([&] {
+        OnThreads(arena, t, [&](int part) {
+          float sink;
+          flops[part] = fma(size_t{1} << 16, &sink);
+          volatile float keep = sink;  // the loop's result is used
+          (void)keep;
+        });
+      });
+      double total = 0;
+      for (double f : flops) total += f;
+      std::printf(" %11.2f", total / s / 1e9);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -121,5 +188,6 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  PrintLimits(isas, threads, x.data(), y.data(), n);
   return 0;
 }
