@@ -91,8 +91,8 @@ void RegisterRmw(size_t n) {
                      });
 }
 
-// The read bandwidth: each thread reads its range as kReadStreams
-// interleaved streams, 128 bytes (a pair of lines) from each in turn. One
+// The read bandwidth: each thread reads its range as 4 interleaved streams
+// (ReadRange, limit_loops.h), 128 bytes (a pair of lines) from each in turn. One
 // core here reads one sequential stream at ~12 GB/s but four at 15-17 (more
 // lines in flight), so
 // a single stream would understate what a kernel can reach (the M = 1

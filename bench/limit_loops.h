@@ -4,8 +4,8 @@
 // kernels they frame: built for the SSE4 baseline, the read loop's 4 x 32
 // accumulators had spilled to the stack (a Xeon of family 6 model 167, two
 // threads, 4 MiB read from the cores' L2: 95 GB/s, on AVX-512 124-140).
-// Used by tfk_bench (bench_memory.cc, bench_peak.cc) and by tfk-ab's `copy`
-// and `peak` sides (tfk_ab_limits.cc). The memory loops work on [lo, hi) of
+// Used by tfk_bench (bench_memory.cc, bench_peak.cc), tfk-ab's `copy` and
+// `peak` sides (tfk_ab_limits.cc) and tfk-info's limits rows. The memory loops work on [lo, hi) of
 // their arrays, so that threads can take parts.
 #ifndef TFK_BENCH_LIMIT_LOOPS_H_
 #define TFK_BENCH_LIMIT_LOOPS_H_

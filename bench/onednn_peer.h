@@ -19,8 +19,9 @@
 namespace tfk_bench {
 
 // One primitive with one or more argument sets (the layers of a linear
-// layer, each with weights of its own); the buffers stay the caller's and
-// must outlive it.
+// layer, each with weights of its own). The buffers it reads and writes
+// stay the caller's and must outlive it; Linear's weights w are read only
+// while Linear runs (it keeps reordered copies).
 class OneDnnPeer {
  public:
   // Softmax over each row of x [rows, cols] into y.

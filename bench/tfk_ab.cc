@@ -18,8 +18,9 @@
 // Or `copy`: a copy of the same bytes with streaming stores (tfk_ab_limits.cc),
 // the limit of a kernel on inputs from memory, for the kernels of one input
 // and one output. Or `peak`: the FMA loop doing linear's flops on the same
-// threads and ISA (tfk_ab_limits.cc), the limit of a compute-bound matmul, so
-// that the share of the peak is measured in the same moments as the matmul.
+// threads (tfk_ab_limits.cc), the limit of a compute-bound matmul, so that
+// the share of the peak is measured in the same moments as the matmul. Both
+// run on the vectors of the ISA the library side is active on.
 // With any of them, each side starts 30 ms after the other ended, once
 // OpenMP's spinning workers sleep (bench_util.h, LetPeerThreadsSleep).
 //
@@ -54,6 +55,7 @@ namespace {
 struct Lib {
   decltype(&tfk_set_num_threads) set_num_threads;
   decltype(&tfk_set_max_isa) set_max_isa;
+  decltype(&tfk_active_isa) active_isa;
   decltype(&tfk_last_error) last_error;
   decltype(&tfk_softmax) softmax;
   decltype(&tfk_layernorm) layernorm;
@@ -83,6 +85,7 @@ void Load(const char* path, Lib& l) {
   if (h == nullptr) Die("cannot load", dlerror());
   Sym(h, "tfk_set_num_threads", l.set_num_threads);
   Sym(h, "tfk_set_max_isa", l.set_max_isa);
+  Sym(h, "tfk_active_isa", l.active_isa);
   Sym(h, "tfk_last_error", l.last_error);
   Sym(h, "tfk_softmax", l.softmax);
   Sym(h, "tfk_layernorm", l.layernorm);
@@ -256,17 +259,22 @@ int main(int argc, char** argv) {
 
   Lib libs[2];
   std::function<void()> call[2];
+  // The library sides first: a copy or peak side runs on the ISA the library
+  // is active on (--isa, else TFK_MAX_ISA or the best the CPU has).
+  std::string active;
   for (int side = 0; side < 2; ++side) {
-    if (peer[side]) {
-      std::string why;
-      call[side] = pos[side] == "onednn" ? OneDnnCall(p, &why)
-                   : pos[side] == "copy" ? CopyCall(p, &why)
-                                         : PeakCall(p, isa, &why);
-      if (!call[side]) Die(pos[side].c_str(), why.c_str());
-    } else {
-      Load(pos[side].c_str(), libs[side]);
-      call[side] = LibCall(libs[side], p, isa);
-    }
+    if (peer[side]) continue;
+    Load(pos[side].c_str(), libs[side]);
+    call[side] = LibCall(libs[side], p, isa);
+    active = libs[side].active_isa();
+  }
+  for (int side = 0; side < 2; ++side) {
+    if (!peer[side]) continue;
+    std::string why;
+    call[side] = pos[side] == "onednn" ? OneDnnCall(p, &why)
+                 : pos[side] == "copy" ? CopyCall(p, active.c_str(), &why)
+                                       : PeakCall(p, active.c_str(), &why);
+    if (!call[side]) Die(pos[side].c_str(), why.c_str());
   }
   const bool with_peer = peer[0] || peer[1];
 

@@ -31,16 +31,16 @@ struct Problem {
 // it. Defined in tfk_ab_onednn.cc where oneDNN is found.
 std::function<void()> OneDnnCall(const Problem& p, std::string* why);
 
-// A copy of the bytes the kernel reads and writes, x to y, on `threads`
-// threads (tfk_ab_limits.cc): the limit a kernel of one input and one output
-// is measured against; empty, with *why set, for add and linear.
-std::function<void()> CopyCall(const Problem& p, std::string* why);
-
-// The FMA peak (tfk_ab_limits.cc): the FMA loop doing the flops of linear's
-// call on `threads` threads, on the ISA `isa` (a Highway target name; null:
-// the best the CPU has), the limit a compute-bound matmul is measured
-// against; empty, with *why set, for the other kernels or an ISA the CPU
-// lacks.
+// The machine's limits (tfk_ab_limits.cc), on `threads` threads and the
+// vectors of `isa` (the library side's active ISA, a Highway target name);
+// empty, with *why set, where the kernel has no such limit or the ISA no
+// loop:
+// - a copy of the bytes the kernel reads and writes, x to y: the limit a
+//   kernel of one input and one output is measured against (not add and
+//   linear);
+// - the FMA loop doing the flops of linear's call: the limit a compute-bound
+//   matmul is measured against (linear only).
+std::function<void()> CopyCall(const Problem& p, const char* isa, std::string* why);
 std::function<void()> PeakCall(const Problem& p, const char* isa, std::string* why);
 
 }  // namespace tfk_ab

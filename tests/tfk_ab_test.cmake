@@ -6,8 +6,8 @@
 # `onednn`), each kernel but RMSNorm against oneDNN too, and RMSNorm's
 # message; else the message that says it was built without. The copy side
 # pairs with the kernels of one input and one output, and refuses add and
-# linear; the peak side pairs with linear only, on any ISA the CPU has, and
-# refuses an ISA name it has no loop for.
+# linear; the peak side pairs with linear only; both run on the ISA the
+# library side is active on, as the library spells it.
 #   cmake -DAB=<tfk-ab> -DLIB=<libtfk.so> -DPEERS=<peers> -DWORK_DIR=<dir>
 #         -P tfk_ab_test.cmake
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -63,10 +63,12 @@ endblock()
 expect_line(peak ${b} "linear|5|40|33")
 expect_line(${a} peak "linear|5|40|33|--layers|2")
 expect_line(peak ${b} "linear|5|40|33|--isa|SSE4")
+expect_line(peak ${b} "linear|5|40|33|--isa|avx2")  # the library's spelling of the ISA
+expect_line(copy ${b} "relu|1000|--isa|sse4")
 block()
   set(a peak)
   expect_failure("the FMA peak pairs with linear" relu 100)
-  expect_failure("no FMA loop for the ISA NOPE" linear 5 40 33 --isa NOPE)
+  expect_failure("unknown ISA name 'NOPE'" linear 5 40 33 --isa NOPE)
 endblock()
 
 if(PEERS MATCHES "onednn")
