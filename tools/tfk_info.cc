@@ -46,74 +46,78 @@ double BestSeconds(const std::function<void()>& run) {
   return best;
 }
 
+using Arena = oneapi::tbb::task_arena;
+
 // fn(part) for part < t, one part a thread of an arena of t threads.
-void OnThreads(oneapi::tbb::task_arena& arena, int t, const std::function<void(int)>& fn) {
+void OnThreads(Arena& arena, int t, const std::function<void(int)>& fn) {
   arena.execute([&] {
     oneapi::tbb::parallel_for(
         0, t, [&](int part) { fn(part); }, oneapi::tbb::static_partitioner());
   });
 }
 
-// The limits' rows on the kernels' columns: a copy of n floats (src to dst,
-// the bytes of the row kernels: the best of memcpy and the copy with
-// streaming stores, with and without prefetching) in GB/s of bytes read +
-// written, and the FMA peak in GFLOP/s, each on the ISA's own vectors.
-void PrintLimits(const std::vector<std::string>& isas, const std::vector<int>& threads,
-                 const float* src, float* dst, size_t n) {
-  // A column whose ISA has no loop here (none expected: the loops are built
-  // for the library's targets) shows "-".
-  const auto no_loop = [&](int64_t target) {
-    if (target != 0) return false;
-    for (size_t i = 0; i < threads.size(); ++i) std::printf(" %11s", "-");
-    return true;
-  };
-  std::printf("%-15s %-14s", "copy (limit)", "8 MiB");
+// One row of a limit on the kernels' columns: rate(target, t, arena) for
+// each ISA's Highway target and thread count, in an arena of t threads; "-"
+// where the ISA has no loop here (none expected: the loops are built for the
+// library's targets).
+void PrintLimitRow(const char* name, const char* shape, const std::vector<std::string>& isas,
+                   const std::vector<int>& threads,
+                   const std::function<double(int64_t, int, Arena&)>& rate) {
+  std::printf("%-15s %-14s", name, shape);
   for (const auto& isa : isas) {
     const int64_t target = tfk_bench::SupportedTarget(isa.c_str());
-    if (no_loop(target)) continue;
-    const tfk_bench::CopyFn copy = tfk_bench::CopyRangeFor(target);
     for (int t : threads) {
-      oneapi::tbb::task_arena arena(t);
-      const auto pass = [&](int way) {
-        OnThreads(arena, t, [&](int part) {
-          const size_t lo = n * part / t / 16 * 16;  // whole 64-byte lines
-          const size_t hi = part + 1 == t ? n : n * (part + 1) / t / 16 * 16;
-          if (way == 0) {
-            std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
-          } else {
-            copy(src, dst, lo, hi, way);
-          }
-        });
-      };
-      double best = 1e30;
-      for (int way = 0; way < 3; ++way) best = std::min(best, BestSeconds([&] { pass(way); }));
-      std::printf(" %11.2f", 2.0 * n * sizeof(float) / best / 1e9);
-      std::fflush(stdout);
-    }
-  }
-  std::printf("\n%-15s %-14s", "FMA peak GF/s", "registers");
-  for (const auto& isa : isas) {
-    const int64_t target = tfk_bench::SupportedTarget(isa.c_str());
-    if (no_loop(target)) continue;
-    const tfk_bench::LoopFn fma = tfk_bench::FmaLoopFor(target);
-    for (int t : threads) {
-      oneapi::tbb::task_arena arena(t);
-      std::vector<double> flops(t);
-      const double s = BestSeconds([&] {
-        OnThreads(arena, t, [&](int part) {
-          float sink;
-          flops[part] = fma(size_t{1} << 16, &sink);
-          volatile float keep = sink;  // the loop's result is used
-          (void)keep;
-        });
-      });
-      double total = 0;
-      for (double f : flops) total += f;
-      std::printf(" %11.2f", total / s / 1e9);
+      if (target == 0) {
+        std::printf(" %11s", "-");
+        continue;
+      }
+      Arena arena(t);
+      std::printf(" %11.2f", rate(target, t, arena));
       std::fflush(stdout);
     }
   }
   std::printf("\n");
+}
+
+// The limits' rows: a copy of n floats (src to dst, the bytes of the row
+// kernels: the best of memcpy and the copy with streaming stores, with and
+// without prefetching) in GB/s of bytes read + written, and the FMA peak in
+// GFLOP/s, each on the ISA's own vectors.
+void PrintLimits(const std::vector<std::string>& isas, const std::vector<int>& threads,
+                 const float* src, float* dst, size_t n) {
+  PrintLimitRow("copy (limit)", "8 MiB", isas, threads, [&](int64_t target, int t, Arena& arena) {
+    const tfk_bench::CopyFn copy = tfk_bench::CopyRangeFor(target);
+    const auto pass = [&](int way) {
+      OnThreads(arena, t, [&](int part) {
+        const size_t lo = n * part / t / 16 * 16;  // whole 64-byte lines
+        const size_t hi = part + 1 == t ? n : n * (part + 1) / t / 16 * 16;
+        if (way == 0) {
+          std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
+        } else {
+          copy(src, dst, lo, hi, way);
+        }
+      });
+    };
+    double best = 1e30;
+    for (int way = 0; way < 3; ++way) best = std::min(best, BestSeconds([&] { pass(way); }));
+    return 2.0 * n * sizeof(float) / best / 1e9;
+  });
+  PrintLimitRow("FMA peak GF/s", "registers", isas, threads,
+                [&](int64_t target, int t, Arena& arena) {
+                  const tfk_bench::LoopFn fma = tfk_bench::FmaLoopFor(target);
+                  std::vector<double> flops(t);
+                  const double s = BestSeconds([&] {
+                    OnThreads(arena, t, [&](int part) {
+                      float sink;
+                      flops[part] = fma(size_t{1} << 16, &sink);
+                      volatile float keep = sink;  // the loop's result is used
+                      (void)keep;
+                    });
+                  });
+                  double total = 0;
+                  for (double f : flops) total += f;
+                  return total / s / 1e9;
+                });
 }
 
 }  // namespace
