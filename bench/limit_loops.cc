@@ -180,7 +180,16 @@ size_t TableIndex(int64_t target) {
 }  // namespace
 
 LoopFn FmaLoopFor(int64_t target) { return HWY_DISPATCH_TABLE(FmaLoop)[TableIndex(target)]; }
-CopyFn CopyRangeFor(int64_t target) { return HWY_DISPATCH_TABLE(CopyRange)[TableIndex(target)]; }
+void CopyPart(int64_t target, const float* src, float* dst, size_t n, size_t part, size_t parts,
+              int way) {
+  const size_t lo = n * part / parts / 16 * 16;
+  const size_t hi = part + 1 == parts ? n : n * (part + 1) / parts / 16 * 16;
+  if (way == 0) {
+    std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
+  } else {
+    HWY_DISPATCH_TABLE(CopyRange)[TableIndex(target)](src, dst, lo, hi, way);
+  }
+}
 
 }  // namespace tfk_bench
 #endif  // HWY_ONCE

@@ -50,11 +50,15 @@ using LoopFn = double (*)(size_t iters, float* sink);
 // with a null name the best of them; 0 where there is none.
 int64_t SupportedTarget(const char* name);
 
-// The loops compiled for `target`, a bit of SupportedTarget(): the FMA loop,
-// and ways 1 and 2 of the copy (way 0, memcpy, has no target).
+// The FMA loop compiled for `target`, a bit of SupportedTarget().
 LoopFn FmaLoopFor(int64_t target);
-using CopyFn = void (*)(const float* src, float* dst, size_t lo, size_t hi, int way);
-CopyFn CopyRangeFor(int64_t target);
+
+// Part `part` of `parts` of a copy of n floats, src to dst, in the way `way`
+// (as CopyRange; ways 1 and 2 in the loop compiled for `target`): the parts
+// are whole 64-byte lines of the array, the last taking the rest, so that
+// threads copy one part each.
+void CopyPart(int64_t target, const float* src, float* dst, size_t n, size_t part, size_t parts,
+              int way);
 
 }  // namespace tfk_bench
 

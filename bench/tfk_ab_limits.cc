@@ -32,7 +32,6 @@ std::function<void()> CopyCall(const Problem& p, const char* isa, std::string* w
     *why = std::string("no copy loop for the ISA ") + isa + " on this CPU";
     return {};
   }
-  const tfk_bench::CopyFn copy = tfk_bench::CopyRangeFor(target);
   const size_t n = p.rows * p.cols, threads = static_cast<size_t>(p.threads);
   auto arena = std::make_shared<oneapi::tbb::task_arena>(p.threads);
   const float* src = p.x;
@@ -41,12 +40,7 @@ std::function<void()> CopyCall(const Problem& p, const char* isa, std::string* w
     arena->execute([&] {
       oneapi::tbb::parallel_for(
           size_t{0}, threads,
-          [&](size_t t) {
-            // Parts of whole 64-byte lines, the last taking the rest.
-            const size_t lo = n * t / threads / 16 * 16;
-            const size_t hi = t + 1 == threads ? n : n * (t + 1) / threads / 16 * 16;
-            copy(src, dst, lo, hi, /*way=*/2);
-          },
+          [&](size_t t) { tfk_bench::CopyPart(target, src, dst, n, t, threads, /*way=*/2); },
           oneapi::tbb::static_partitioner());
     });
   };

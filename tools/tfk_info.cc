@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -86,17 +85,8 @@ void PrintLimitRow(const char* name, const char* shape, const std::vector<std::s
 void PrintLimits(const std::vector<std::string>& isas, const std::vector<int>& threads,
                  const float* src, float* dst, size_t n) {
   PrintLimitRow("copy (limit)", "8 MiB", isas, threads, [&](int64_t target, int t, Arena& arena) {
-    const tfk_bench::CopyFn copy = tfk_bench::CopyRangeFor(target);
     const auto pass = [&](int way) {
-      OnThreads(arena, t, [&](int part) {
-        const size_t lo = n * part / t / 16 * 16;  // whole 64-byte lines
-        const size_t hi = part + 1 == t ? n : n * (part + 1) / t / 16 * 16;
-        if (way == 0) {
-          std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
-        } else {
-          copy(src, dst, lo, hi, way);
-        }
-      });
+      OnThreads(arena, t, [&](int part) { tfk_bench::CopyPart(target, src, dst, n, part, t, way); });
     };
     double best = 1e30;
     for (int way = 0; way < 3; ++way) best = std::min(best, BestSeconds([&] { pass(way); }));
