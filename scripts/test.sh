@@ -2,7 +2,8 @@
 # Installs what is missing, builds tfk and runs every test three times: a
 # Release build, a static-library build, and a build under AddressSanitizer +
 # UndefinedBehaviorSanitizer; a fourth time built with clang where clang++ is
-# installed (tfk builds with g++ >= 12 and clang >= 14).
+# installed (tfk builds with g++ >= 12 and clang >= 14); a fifth against a
+# newer Highway than Debian's 1.0.3 (scripts/newer-highway.sh).
 #   scripts/test.sh            all of them
 #   scripts/test.sh --quick    the Release build only
 set -euo pipefail
@@ -37,4 +38,8 @@ if [[ "${1:-}" != "--quick" ]]; then
   else
     echo "test.sh: clang++ not found (or CXX set): the clang build is skipped"
   fi
+
+  # Highway 1.2, whose x86 targets go beyond 1.0.3's (AVX3_DL, AVX3_ZEN4,
+  # AVX3_SPR, AVX10_2): the same sources and tests.
+  scripts/newer-highway.sh
 fi
