@@ -428,7 +428,7 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 // sub-tiles, keep the one-panel tile); sub-tiles of 2 rows over 4 panels or
 // of 2-3 over 3 ran 16 / 12 % slower than of 4 over 3.
 // Each sub-tile prefetches its share of the six lines of a k-step (a half
-// or a third) kSplitPrefetch k-steps ahead (6 KiB of each panel), so
+// or a third) kSplitPrefetch k-steps ahead (4.5 KiB of each panel), so
 // prefetches go out whichever sub-tile computes. Where the weights come
 // from L3 or memory, blocks are short (kSplitKcStream k-steps): the
 // sub-tiles take turns often enough for the out-of-order core to overlap
@@ -448,11 +448,19 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 // 12 +6 / +4 %, two threads M = 12 +5 %; 36 k-steps about as 48, 64 -4 %,
 // 96 -2 %; none at all -14 %; M = 8 at K = N = 1024 (in L3) the same. With
 // it, blocks of 64 k-steps lost 7 % and of 16 measured the same as 32.
+// Back on a model 167 Xeon (a calmer host), against 48, medians of
+// per-round ratios of two library copies (tfk-ab, 9-11 rounds), from
+// memory: 24 k-steps M = 7 / 8 / 12 +15 / +19 / +7 %, two threads M = 8
+// +14 %; 36 k-steps M = 7 / 8 / 12 +9 / +11 / +13 %, two threads M = 8
+// +9 %; 32 about as 36, 8-16 about as 24, 96 -1 %; in L3 (one layer,
+// M = 10) and in L2 (K = N = 1024, M = 8) -2 to +1 %. 36 takes most of
+// that gain here and, per the model 207 runs above, loses nothing there
+// (where 24 lost 6-8 %).
 constexpr size_t kSplitPanels = DecodePanelsForRows<3>();
 static_assert(kSplitPanels == DecodePanelsForRows<4>(), "sub-tiles of 3 and 4 rows");
 constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12;
 constexpr size_t kSplitKcStream = 32, kSplitKcCached = 64;
-constexpr size_t kSplitPrefetch = 48;
+constexpr size_t kSplitPrefetch = 36;
 
 // Sub-tile `sub` of `subs`: its lines of a k-step (TileRowPanels' pf_lines),
 // [sub, sub + 1) x 2 kSplitPanels / subs.
