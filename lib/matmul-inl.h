@@ -286,6 +286,13 @@ constexpr size_t kDecodePanels = kNV >= 8 ? 1 : 4;
 // M = 2 / 3 / 4 / 5 / 6 +1 / +2 / +3 / +2 / +5 %, two threads M = 4 / 6 +2
 // / +4 %, K = 1024 (16 layers) M = 4 +3 %, one layer in L3 the same; 2 and
 // 2.5 KiB about as 3. M = 1 (no prefetch) measured the same with it.
+// Where a task's weights stay in its L2 from call to call (K = N = 1024,
+// one layer called again on two threads: 2 MiB a core) the prefetches only
+// add L1 misses: without them M = 2 / 4 / 6 +15 / +14 / +9 % (model 167,
+// medians of per-round ratios of two library copies), where oneDNN leads
+// (tfk 0.80 / 0.84 / 0.78 of it). But a model's layers evict each other: 16
+// such layers called in turn, without them, -6 / -15 / -22 % (one thread
+// -28 / -11 / -18 %), and a task cannot tell the two apart, so they stay.
 constexpr size_t kRowPanelsPrefetch = 24;
 
 template <size_t kM>
