@@ -287,12 +287,13 @@ constexpr size_t kDecodePanels = kNV >= 8 ? 1 : 4;
 // / +4 %, K = 1024 (16 layers) M = 4 +3 %, one layer in L3 the same; 2 and
 // 2.5 KiB about as 3. M = 1 (no prefetch) measured the same with it.
 // Where a task's weights stay in its L2 from call to call (K = N = 1024,
-// one layer called again on two threads: 2 MiB a core) the prefetches only
-// add L1 misses: without them M = 2 / 4 / 6 +15 / +14 / +9 % (model 167,
-// medians of per-round ratios of two library copies), where oneDNN leads
-// (tfk 0.80 / 0.84 / 0.78 of it). But a model's layers evict each other: 16
-// such layers called in turn, without them, -6 / -15 / -22 % (one thread
-// -28 / -11 / -18 %), and a task cannot tell the two apart, so they stay.
+// one layer called again on two threads: 2 MiB a core) prefetches into L2
+// only added L1 misses: without them M = 2 / 4 / 6 +15 / +14 / +9 % (model
+// 167, medians of per-round ratios of two library copies; into L1,
+// detail::DecodePrefetchToL1, +3 % at M = 4). But a model's layers evict
+// each other: 16 such layers called in turn, without them, -6 / -15 / -22 %
+// (one thread -28 / -11 / -18 %), and a task cannot tell the two apart, so
+// they stay.
 constexpr size_t kRowPanelsPrefetch = 24;
 
 template <size_t kM>
@@ -315,7 +316,8 @@ constexpr size_t DecodePanelsForRows() {
 // (> (kP - 1) kNR), row0 the first row's index (bias and residual).
 // With kM > 1, each k-step prefetches row k + pf_dist of the panels into L2
 // if that is below pf_rows, the rows from b on (0: none): of its 2 kP lines
-// (line 2p + h: panel p, bytes 64h ..), those whose bit is set in pf_lines.
+// (line 2p + h: panel p, bytes 64h ..), those whose bit is set in pf_lines;
+// into L1 if pf_l1, else into L2 only (detail::DecodePrefetchToL1).
 // Each C element is one FMA chain over k in order: the bits of Tile<kM>.
 template <size_t kM, size_t kP>
 HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a_ks,
@@ -323,7 +325,7 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
                                 float* HWY_RESTRICT w, bool first, bool last, float* c,
                                 size_t ldc, size_t n_cols, size_t row0, size_t col0,
                                 const Epilogue& epi, size_t pf_dist, size_t pf_rows,
-                                uint32_t pf_lines) {
+                                uint32_t pf_lines, bool pf_l1) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kP][kM][kNV];
@@ -353,11 +355,19 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
       }
     } else {
       if (k + pf_dist < pf_rows) {
+        const float* row = b + (k + pf_dist) * ldk;
+        if (pf_l1) {
 #pragma GCC unroll 16
-        for (size_t p = 0; p < kP; ++p) {
-          const float* row = b + p * panel_stride + (k + pf_dist) * ldk;
-          if (pf_lines & (1u << (2 * p))) PrefetchToL2(row);
-          if (pf_lines & (2u << (2 * p))) PrefetchToL2(row + 16);
+          for (size_t p = 0; p < kP; ++p) {
+            if (pf_lines & (1u << (2 * p))) hwy::Prefetch(row + p * panel_stride);
+            if (pf_lines & (2u << (2 * p))) hwy::Prefetch(row + p * panel_stride + 16);
+          }
+        } else {
+#pragma GCC unroll 16
+          for (size_t p = 0; p < kP; ++p) {
+            if (pf_lines & (1u << (2 * p))) PrefetchToL2(row + p * panel_stride);
+            if (pf_lines & (2u << (2 * p))) PrefetchToL2(row + p * panel_stride + 16);
+          }
         }
       }
       // B's kP x kNV vectors loaded once for the kM rows, as in Tile.
@@ -396,7 +406,7 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
 // for 1 .. 7 rows (null and 1 where there is no such tile).
 using RowPanelsFn = void (*)(size_t, const float*, size_t, const float*, size_t, size_t, float*,
                              bool, bool, float*, size_t, size_t, size_t, size_t,
-                             const Epilogue&, size_t, size_t, uint32_t);
+                             const Epilogue&, size_t, size_t, uint32_t, bool);
 template <size_t kM>
 HWY_INLINE RowPanelsFn RowPanelsTile(size_t& panels) {
   panels = DecodePanelsForRows<kM>();
@@ -490,10 +500,10 @@ static_assert((SplitPrefetchLines(0, 3) | SplitPrefetchLines(1, 3) | SplitPrefet
 // Rows [0, rows) of A (packed [K][rows]), 7 <= rows <= kSplitMaxRows,
 // against kSplitPanels packed panels from b (K kNR floats apart), kc
 // k-steps a block; w: rows x kSplitPanels x kNR floats, 64-byte aligned; c,
-// ldc, n_cols, row0, col0: as TileRowPanels.
+// ldc, n_cols, row0, col0, pf_l1: as TileRowPanels.
 HWY_INLINE void TileRowsSplit(size_t K, size_t kc, const float* a, size_t rows, const float* b,
                               float* w, float* c, size_t ldc, size_t n_cols, size_t row0,
-                              size_t col0, const Epilogue& epi) {
+                              size_t col0, const Epilogue& epi, bool pf_l1) {
   if constexpr (kSplitPanels > 1) {
     const size_t subs = (rows + 3) / 4, base = rows / subs, extra = rows % subs;
     for (size_t kd = 0; kd < K; kd += kc) {
@@ -504,7 +514,7 @@ HWY_INLINE void TileRowsSplit(size_t K, size_t kc, const float* a, size_t rows, 
         const auto fn = sr == 4 ? &TileRowPanels<4, kSplitPanels> : &TileRowPanels<3, kSplitPanels>;
         fn(kl, a + kd * rows + i0, rows, b + kd * kNR, K * kNR, kNR, w + i0 * kSplitPanels * kNR,
            first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi, kSplitPrefetch, K - kd,
-           SplitPrefetchLines(sub, subs));
+           SplitPrefetchLines(sub, subs), pf_l1);
         i0 += sr;
       }
     }

@@ -57,7 +57,7 @@ constexpr size_t kShortPanelK = 2048;
 
 // How a call (or a slab of its rows) is cut into work; see Gemm.
 struct GemmPlan {
-  bool decode, in_place, stream_next, next_panel, stream_a;
+  bool decode, in_place, stream_next, next_panel, stream_a, decode_pf_l1;
   size_t kc, split_kc, n_panels, mc, m_chunks, group, cost;
 };
 
@@ -118,6 +118,9 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // +0 / +2 %).
   pl.next_panel = pl.decode && g.packed != nullptr && g.M > 1 &&
                   (g.K <= kShortPanelK || g.M > 4 || detail::DecodeNextLongPanel());
+  // Several-panel decoding tiles prefetch into L1 or L2 by CPU vendor
+  // (detail::DecodePrefetchToL1, with the measurements).
+  pl.decode_pf_l1 = detail::DecodePrefetchToL1();
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
   // Split decoding tiles (TileRowsSplit) take short k-blocks where the
   // layer's weights exceed one core's L2 (so come from L3 or memory, each
@@ -299,7 +302,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa, bool by_
             const float* b = in_place ? g.B + col0 : g.packed + p * g.K * kNR;
             rows_panels(g.K, a, a_ks, b, in_place ? kNR : g.K * kNR, in_place ? g.ldb : kNR,
                         nullptr, true, true, g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0,
-                        col0, g.epi, kRowPanelsPrefetch, g.K, ~0u);
+                        col0, g.epi, kRowPanelsPrefetch, g.K, ~0u, pl.decode_pf_l1);
           }
         }
         if (decode && kSplitPanels > 1 && rt.n == 1 && g.packed != nullptr &&
@@ -307,7 +310,8 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa, bool by_
           for (; p + kSplitPanels <= p1; p += kSplitPanels) {
             const size_t col0 = p * kNR;
             TileRowsSplit(g.K, pl.split_kc, ap, m1 - m0, g.packed + p * g.K * kNR, split_w,
-                          g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0, col0, g.epi);
+                          g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0, col0, g.epi,
+                          pl.decode_pf_l1);
           }
         }
         for (; p < p1; ++p) {

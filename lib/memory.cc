@@ -194,6 +194,11 @@ bool DecodeNextLongPanel() {
   return next;
 }
 
+bool DecodePrefetchToL1() {
+  static const bool l1 = EnvBool("TFK_DECODE_PREFETCH_L1", !AmdWithAvx512());
+  return l1;
+}
+
 namespace {
 struct Scratch {
   float* data = nullptr;
