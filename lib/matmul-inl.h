@@ -295,6 +295,19 @@ constexpr size_t kDecodePanels = kNV >= 8 ? 1 : 4;
 // (one thread -28 / -11 / -18 %), and a task cannot tell the two apart, so
 // they stay.
 constexpr size_t kRowPanelsPrefetch = 24;
+// Prefetched into L1 instead (detail::DecodePrefetchToL1), 8 k-steps ahead
+// (4 KiB over 4 panels): the hardware's streams bring the weights into L2
+// and these only need to cover L2's latency; farther ahead they held L1
+// fill buffers for a whole trip to memory. Model 167 Xeon, weights from
+// memory (4 layers of 64 MiB), medians of per-round ratios of two library
+// copies over 9-15 rounds, with kSplitPrefetchL1 alike (8 / 16 against
+// 24 / 36 k-steps, then 8 against 16 / 12): M = 6 / 8 +15 / +11 % (two
+// threads +12 / +10 %); 8 against 12-16: M = 4 / 8 +8 / +9 % (two threads
+// +6 / +7 %); 4 measured 0-4 % above 8 there. Where the weights come from
+// L3 instead (one layer called again, 64 MiB on a 480 MiB L3) farther was
+// better: M = 8, 8 against 16, -8 / -13 %; K = N = 1024, M = 12 -2.5 /
+// 0 %. A model's weights are read from memory at every token.
+constexpr size_t kRowPanelsPrefetchL1 = 8;
 
 template <size_t kM>
 constexpr size_t DecodePanelsForRows() {
@@ -472,12 +485,15 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 // +9 %; 32 about as 36, 8-16 about as 24, 96 -1 %; in L3 (one layer,
 // M = 10) and in L2 (K = N = 1024, M = 8) -2 to +1 %. 36 takes most of
 // that gain here and, per the model 207 runs above, loses nothing there
-// (where 24 lost 6-8 %).
+// (where 24 lost 6-8 %). These distances into L2 now serve AMD cores only
+// (detail::DecodePrefetchToL1), where they were not measured; elsewhere
+// the prefetches go into L1, kSplitPrefetchL1 ahead.
 constexpr size_t kSplitPanels = DecodePanelsForRows<3>();
 static_assert(kSplitPanels == DecodePanelsForRows<4>(), "sub-tiles of 3 and 4 rows");
 constexpr size_t kSplitMinRows = 7, kSplitMaxRows = 12;
 constexpr size_t kSplitKcStream = 32, kSplitKcCached = 64;
 constexpr size_t kSplitPrefetch = 36;
+constexpr size_t kSplitPrefetchL1 = 8;  // into L1: see kRowPanelsPrefetchL1
 
 // Sub-tile `sub` of `subs`: its lines of a k-step (TileRowPanels' pf_lines),
 // [sub, sub + 1) x 2 kSplitPanels / subs.
@@ -513,7 +529,8 @@ HWY_INLINE void TileRowsSplit(size_t K, size_t kc, const float* a, size_t rows, 
         const size_t sr = base + (sub < extra ? 1 : 0);
         const auto fn = sr == 4 ? &TileRowPanels<4, kSplitPanels> : &TileRowPanels<3, kSplitPanels>;
         fn(kl, a + kd * rows + i0, rows, b + kd * kNR, K * kNR, kNR, w + i0 * kSplitPanels * kNR,
-           first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi, kSplitPrefetch, K - kd,
+           first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi,
+           pf_l1 ? kSplitPrefetchL1 : kSplitPrefetch, K - kd,
            SplitPrefetchLines(sub, subs), pf_l1);
         i0 += sr;
       }

@@ -302,7 +302,9 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa, bool by_
             const float* b = in_place ? g.B + col0 : g.packed + p * g.K * kNR;
             rows_panels(g.K, a, a_ks, b, in_place ? kNR : g.K * kNR, in_place ? g.ldb : kNR,
                         nullptr, true, true, g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0,
-                        col0, g.epi, kRowPanelsPrefetch, g.K, ~0u, pl.decode_pf_l1);
+                        col0, g.epi,
+                        pl.decode_pf_l1 ? kRowPanelsPrefetchL1 : kRowPanelsPrefetch, g.K, ~0u,
+                        pl.decode_pf_l1);
           }
         }
         if (decode && kSplitPanels > 1 && rt.n == 1 && g.packed != nullptr &&

@@ -96,13 +96,14 @@ bool DecodeNextLongPanel();
 // (prefetcht0) rather than into L2 only (prefetcht1). Into L1 except on
 // AMD cores with AVX-512, where the one-panel decoding tile had measured L2
 // faster (one Zen 4 core, K = N = 4096: M = 8 +19-25 %, M = 4 +18 %). On a
-// Xeon (family 6 model 167), K = N = 4096, medians of per-round ratios of
-// two library copies over 9 rounds, into L1 against L2: weights from
-// memory (4 layers of 64 MiB in turn) M = 2 / 3 / 4 / 6 / 8 / 12 +5 / +4 /
-// +3 / +10 / +5 / +4 %, two threads +6 / +5 / +5 / +16 / +5 / +4 %; K = N
-// = 1024 on two threads, each core's share staying in its L2, M = 2 / 4 /
-// 6 +22 / +16 / +19 %; one layer partly in L3 the same within its noise.
-// The environment variable TFK_DECODE_PREFETCH_L1 (0 or 1) overrides.
+// Xeon (family 6 model 167), medians of per-round ratios of two library
+// copies over 11 rounds, into L1 8 k-steps ahead against into L2 24-36
+// k-steps ahead (lib/matmul-inl.h, kRowPanelsPrefetchL1): K = N = 4096,
+// weights from memory (4 layers of 64 MiB in turn), M = 2 / 4 / 6 / 8 / 12
+// +4 / +8 / +6 / +11 / +2 %, two threads +3 / +8 / +10 / +13 / +5 %; one
+// layer, in L3, M = 8 0 / -11 %; K = N = 1024 (in cache) M = 4 +2 / +6 %,
+// M = 12 -4 / -2 %. The environment variable TFK_DECODE_PREFETCH_L1 (0 or
+// 1) overrides.
 bool DecodePrefetchToL1();
 
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.
