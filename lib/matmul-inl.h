@@ -289,14 +289,15 @@ constexpr size_t kDecodePanels = kNV >= 8 ? 1 : 4;
 // Where a task's weights stay in its L2 from call to call (K = N = 1024,
 // one layer called again on two threads: 2 MiB a core) prefetches into L2
 // only added L1 misses: without them M = 2 / 4 / 6 +15 / +14 / +9 % (model
-// 167, medians of per-round ratios of two library copies; into L1,
-// detail::DecodePrefetchToL1, +3 % at M = 4). But a model's layers evict
+// 167, medians of per-round ratios of two library copies; against
+// prefetches into L1 24 k-steps ahead, detail::DecodePrefetchToL1, +3 % at
+// M = 4). But a model's layers evict
 // each other: 16 such layers called in turn, without them, -6 / -15 / -22 %
 // (one thread -28 / -11 / -18 %), and a task cannot tell the two apart, so
 // they stay.
 constexpr size_t kRowPanelsPrefetch = 24;
 // Prefetched into L1 instead (detail::DecodePrefetchToL1), 8 k-steps ahead
-// (4 KiB over 4 panels): the hardware's streams bring the weights into L2
+// (1 KiB of each panel): the hardware's streams bring the weights into L2
 // and these only need to cover L2's latency; farther ahead they held L1
 // fill buffers for a whole trip to memory. Model 167 Xeon, weights from
 // memory (4 layers of 64 MiB), medians of per-round ratios of two library
@@ -327,7 +328,7 @@ constexpr size_t DecodePanelsForRows() {
 // aligned, loaded unless `first` and stored unless `last` (null if both);
 // if last, c: rows ldc apart, columns col0 .., of which n_cols remain
 // (> (kP - 1) kNR), row0 the first row's index (bias and residual).
-// With kM > 1, each k-step prefetches row k + pf_dist of the panels into L2
+// With kM > 1, each k-step prefetches row k + pf_dist of the panels
 // if that is below pf_rows, the rows from b on (0: none): of its 2 kP lines
 // (line 2p + h: panel p, bytes 64h ..), those whose bit is set in pf_lines;
 // into L1 if pf_l1, else into L2 only (detail::DecodePrefetchToL1).

@@ -2,12 +2,14 @@
 # Installs the Debian packages tfk builds, tests and benchmarks with, if any is
 # missing. Idempotent: a second run installs nothing and needs no network.
 #   scripts/install-deps.sh           build + test dependencies (python3-matplotlib:
-#                                     the benchmark report and its test)
+#                                     the benchmark report and its test;
+#                                     ca-certificates: the HTTPS download of
+#                                     scripts/newer-highway.sh)
 #   scripts/install-deps.sh --peers   also the libraries benchmarked side by side
 set -euo pipefail
 
 pkgs=(cmake ninja-build g++ pkg-config libhwy-dev libtbb-dev libgtest-dev libbenchmark-dev
-      python3 python3-matplotlib)
+      python3 python3-matplotlib ca-certificates)
 case "${1:-}" in
   "" | --peers) ;;
   *) echo "usage: scripts/install-deps.sh [--peers]" >&2; exit 2 ;;

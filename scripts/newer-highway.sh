@@ -30,6 +30,12 @@ EOF
     echo "newer-highway.sh: could not download $url: the newer-Highway build is skipped"
     exit 0
   fi
+  # Checked before it is kept: a wrong file is removed, not cached.
+  if ! echo "$sha  $archive.part" | sha256sum --check --quiet; then
+    rm -f "$archive.part"
+    echo "newer-highway.sh: $url does not match its sha256" >&2
+    exit 1
+  fi
   mv "$archive.part" "$archive"
 fi
 echo "$sha  $archive" | sha256sum --check --quiet
