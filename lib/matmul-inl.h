@@ -130,6 +130,13 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // +19-25 / +18 / +26 %, M = 14 +7 %, AVX2's M = 3 +48 %; two threads M = 8
 // / 4 +10-22 / +17 %, M = 2 +3 %; in cache (K = N = 1024) the same within
 // 3 %. (128 k-steps ahead into L2: -7 to +11 %.)
+// Into L1 8 k-steps ahead instead, as the several-panel tiles do on
+// non-AMD CPUs (detail::DecodePrefetchToL1), measured mixed on a model 167
+// Xeon (medians of per-round ratios of two library copies, weights from
+// memory): M = 14 +3 / +10 % (one / two threads), M = 13 +3 / -13 %, AVX2's
+// M = 2 / 3 -4.5 / +3 %; the change to the code alone, with the same
+// prefetches into L2, had moved AVX2's M = 3 by +16 % (code placement), so
+// these stay as they are.
 constexpr size_t kDecodePrefetchSteps = 64;
 // The next tile's parked partial sums (w + kMR * 32: tiles of a panel, and
 // the panels of a group, lie one after another in W) are prefetched during
