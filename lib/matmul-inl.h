@@ -524,10 +524,11 @@ static_assert((SplitPrefetchLines(0, 3) | SplitPrefetchLines(1, 3) | SplitPrefet
 // Rows [0, rows) of A (packed [K][rows]), 7 <= rows <= kSplitMaxRows,
 // against kSplitPanels packed panels from b (K kNR floats apart), kc
 // k-steps a block; w: rows x kSplitPanels x kNR floats, 64-byte aligned; c,
-// ldc, n_cols, row0, col0, pf_l1: as TileRowPanels.
+// ldc, n_cols, row0, col0, pf_dist, pf_l1: as TileRowPanels (pf_dist:
+// kSplitPrefetchL1 or kSplitPrefetch).
 HWY_INLINE void TileRowsSplit(size_t K, size_t kc, const float* a, size_t rows, const float* b,
                               float* w, float* c, size_t ldc, size_t n_cols, size_t row0,
-                              size_t col0, const Epilogue& epi, bool pf_l1) {
+                              size_t col0, const Epilogue& epi, size_t pf_dist, bool pf_l1) {
   if constexpr (kSplitPanels > 1) {
     const size_t subs = (rows + 3) / 4, base = rows / subs, extra = rows % subs;
     for (size_t kd = 0; kd < K; kd += kc) {
@@ -537,8 +538,7 @@ HWY_INLINE void TileRowsSplit(size_t K, size_t kc, const float* a, size_t rows, 
         const size_t sr = base + (sub < extra ? 1 : 0);
         const auto fn = sr == 4 ? &TileRowPanels<4, kSplitPanels> : &TileRowPanels<3, kSplitPanels>;
         fn(kl, a + kd * rows + i0, rows, b + kd * kNR, K * kNR, kNR, w + i0 * kSplitPanels * kNR,
-           first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi,
-           pf_l1 ? kSplitPrefetchL1 : kSplitPrefetch, K - kd,
+           first, last, c + i0 * ldc, ldc, n_cols, row0 + i0, col0, epi, pf_dist, K - kd,
            SplitPrefetchLines(sub, subs), pf_l1);
         i0 += sr;
       }
