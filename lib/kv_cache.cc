@@ -14,6 +14,7 @@
 
 #include "lib/attention.h"
 #include "lib/fpenv.h"
+#include "lib/memory.h"
 #include "lib/status.h"
 #include "lib/threading.h"
 #include "tfk/tfk.h"
@@ -84,8 +85,8 @@ TFK_API tfk_status tfk_kv_cache_create(tfk_kv_cache** out, size_t capacity, size
   c->capacity = capacity, c->n_kv_heads = n_kv_heads, c->head_dim = head_dim;
   c->bf16 = dtype == TFK_DTYPE_BF16;
   const size_t bytes = (c->ArrayBytes() + 63) / 64 * 64;
-  c->k = aligned_alloc(64, bytes);
-  if (c->k != nullptr) c->v = aligned_alloc(64, bytes);
+  c->k = AllocateLarge(bytes);
+  if (c->k != nullptr) c->v = AllocateLarge(bytes);
   if (c->k == nullptr || c->v == nullptr) {
     tfk_kv_cache_destroy(c);
     return Fail(TFK_OUT_OF_MEMORY, fn, "cannot allocate 2 x %zu bytes", bytes);

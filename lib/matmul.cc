@@ -633,7 +633,7 @@ TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N, const
   const size_t bias_bytes = bias ? n_panels * tfk::kNR * sizeof(float) : 0;
   tfk_linear* h = new (std::nothrow) tfk_linear{K, N, nullptr, nullptr, act, 0};
   if (h != nullptr) {
-    h->panels = static_cast<float*>(aligned_alloc(64, panel_bytes));
+    h->panels = static_cast<float*>(tfk::detail::AllocateLarge(panel_bytes));
     if (bias && h->panels != nullptr) {
       h->bias = static_cast<float*>(aligned_alloc(64, (bias_bytes + 63) / 64 * 64));
     }

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace tfk {
 namespace detail {
 
@@ -197,6 +201,27 @@ bool DecodeNextLongPanel() {
 bool DecodePrefetchToL1() {
   static const bool l1 = EnvBool("TFK_DECODE_PREFETCH_L1", !AmdWithAvx512());
   return l1;
+}
+
+bool HugePages() {
+  static const bool huge = EnvBool("TFK_HUGE_PAGES", true);
+  return huge;
+}
+
+void* AllocateLarge(size_t bytes) {
+  if (bytes > SIZE_MAX - kHugePageBytes) return nullptr;
+  if (bytes < kHugePageBytes || !HugePages()) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+  // aligned_alloc wants a multiple of the alignment; the pages past `bytes`
+  // are never touched, so they take no memory.
+  void* p = aligned_alloc(kHugePageBytes, (bytes + kHugePageBytes - 1) / kHugePageBytes *
+                                              kHugePageBytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Advice only: a kernel without transparent huge pages refuses it (EINVAL)
+  // and the buffer keeps 4 KiB pages, as does any range it finds no free
+  // 2 MiB for.
+  if (p != nullptr) (void)madvise(p, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
+#endif
+  return p;
 }
 
 namespace {

@@ -106,6 +106,35 @@ bool DecodeNextLongPanel();
 // 1) overrides.
 bool DecodePrefetchToL1();
 
+// Memory for a large buffer that a handle owns and kernels read again and
+// again, often from memory: packed weights (tfk_linear), KV caches. 64-byte
+// aligned; from kHugePageBytes on, aligned to kHugePageBytes, and its whole
+// 2 MiB pages advised as transparent huge pages (madvise MADV_HUGEPAGE, on
+// Linux; the kernel honours it where
+// /sys/kernel/mm/transparent_hugepage/enabled is `madvise` or `always`, and
+// falls back to 4 KiB pages where it finds no free 2 MiB). The last partial
+// 2 MiB keeps 4 KiB pages, so no memory is added. Free with free(); null if
+// the allocation fails.
+// Why: a decoding matmul reads its weights as several streams (3 panels,
+// 512 KiB apart, at M = 7-12), each crossing a 4 KiB page every 32 k-steps;
+// on 2 MiB pages the walks and the streams' restarts at page boundaries
+// mostly go. One Xeon (family 6 model 167), tfk-ab pairing the library with
+// and without, medians of per-round ratios over 15 rounds in both orders,
+// K = N = 4096 from memory (4 layers of 64 MiB): M = 8 +20 / +22 %, two
+// threads +8 / +10 %; M = 4 +9 / +13 %; M = 1 +1-2 %; K = N = 1024 (16
+// layers) M = 8 +16 / +20 %; M = 64 and 512 +0.5-1 %. Decoding attention
+// (tfk_bench, builds alternated twice, 8192 tokens): 32 KV heads f32 / bf16
+// +1-2 / +3-8 %, 8 KV heads +18-42 / +10-13 %. On 4 KiB pages, two copies of
+// one library paired this way had measured the second one loaded 4-9 %
+// faster at M = 8 from memory (where its weights landed in physical memory);
+// on 2 MiB pages 1 %.
+void* AllocateLarge(size_t bytes);
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Whether AllocateLarge advises huge pages: yes unless the environment
+// variable TFK_HUGE_PAGES is 0.
+bool HugePages();
+
 // A 64-byte aligned buffer of at least n floats owned by the calling thread.
 // Grows when asked for more (an allocation only the first time a thread sees
 // a larger size), so kernels in steady state allocate nothing. Returns null
