@@ -225,7 +225,9 @@ TFK_API tfk_status tfk_matmul(size_t M, size_t N, size_t K, float alpha,
  * dimension ldw; bias is [N] or NULL; act is any tfk_activation (NONE for
  * none). The handle owns a packed copy of W and bias; the caller's arrays
  * can be freed after create. A handle is immutable: forward may run on it
- * from many threads at once. */
+ * from many threads at once. Packed weights of 2 MiB and more are advised
+ * to the kernel as transparent huge pages (Linux; TFK_HUGE_PAGES=0 turns
+ * that off), as are KV caches. */
 typedef struct tfk_linear tfk_linear;
 
 TFK_API tfk_status tfk_linear_create(tfk_linear** out, size_t K, size_t N,
