@@ -32,6 +32,12 @@
 // median rate (GB/s of bytes read and written; GFLOP/s for linear) and the
 // median and quartiles of the per-round speedup of B over A. The comments
 // in lib/ that quote "medians of per-round ratios" measured this way.
+// Each side has buffers of its own, though, and where they come from memory
+// their physical pages differ: with packed weights on 4 KiB pages two
+// copies of one library measured the second side 4-9 % faster at M = 8
+// from memory (on a Xeon, family 6 model 167); on the huge pages they have
+// now (lib/memory.h, AllocateLarge), 1 %. Run such comparisons in both
+// orders.
 #include "tfk_ab.h"
 
 #include <dlfcn.h>
