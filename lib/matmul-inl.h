@@ -316,6 +316,17 @@ constexpr size_t kRowPanelsPrefetch = 24;
 // better: M = 8, 8 against 16, -8 / -13 %; K = N = 1024, M = 12 -2.5 /
 // 0 %. A model's weights are read from memory at every token.
 constexpr size_t kRowPanelsPrefetchL1 = 8;
+// One row (M = 1, AVX2 and AVX-512, four panels at once) had relied on the
+// hardware's streams alone. With them it prefetches each panel 4 k-steps
+// (512 bytes) ahead into L1 where the several-panel tiles do (not on AMD:
+// detail::DecodePrefetchToL1). Model 167 Xeon, packed weights on huge
+// pages, medians of per-round ratios of two library copies over 11 rounds
+// in both orders: K = N = 4096 from memory (4 layers) +11 / +12 %, two
+// threads +13 / +12 %, AVX2 +6 %; K = 1024, N = 4096 over 16 layers +11 %;
+// one layer of 64 MiB (partly in L3) +5-9 %; K = N = 1024 (in cache) the
+// same, two threads +7 %. 8 k-steps ahead +7-10 / +9 / +2 / +7 / +6 / +2-4
+// %, 12 +3 %, 2-3 about as 4.
+constexpr size_t kOneRowPrefetchL1 = 4;
 
 template <size_t kM>
 constexpr size_t DecodePanelsForRows() {
@@ -338,7 +349,9 @@ constexpr size_t DecodePanelsForRows() {
 // With kM > 1, each k-step prefetches row k + pf_dist of the panels
 // if that is below pf_rows, the rows from b on (0: none): of its 2 kP lines
 // (line 2p + h: panel p, bytes 64h ..), those whose bit is set in pf_lines;
-// into L1 if pf_l1, else into L2 only (detail::DecodePrefetchToL1).
+// into L1 if pf_l1, else into L2 only (detail::DecodePrefetchToL1). One row
+// prefetches all 2 kP lines into L1 where pf_dist is not 0
+// (kOneRowPrefetchL1).
 // Each C element is one FMA chain over k in order: the bits of Tile<kM>.
 template <size_t kM, size_t kP>
 HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a_ks,
@@ -365,6 +378,14 @@ HWY_NOINLINE void TileRowPanels(size_t kc, const float* HWY_RESTRICT a, size_t a
   for (size_t k = 0; k < kc; ++k) {
     if (kM == 1) {
       // One row: each B vector is used once, straight from memory.
+      if (pf_dist != 0 && k + pf_dist < pf_rows) {
+        const float* row = b + (k + pf_dist) * ldk;
+#pragma GCC unroll 16
+        for (size_t p = 0; p < kP; ++p) {
+          hwy::Prefetch(row + p * panel_stride);
+          hwy::Prefetch(row + p * panel_stride + 16);
+        }
+      }
       const V ak = hn::Set(d, a[k * a_ks]);
 #pragma GCC unroll 16
       for (size_t p = 0; p < kP; ++p) {

@@ -59,8 +59,9 @@ constexpr size_t kShortPanelK = 2048;
 struct GemmPlan {
   bool decode, in_place, stream_next, next_panel, stream_a, decode_pf_l1;
   size_t kc, split_kc, n_panels, mc, m_chunks, group, cost;
-  // k-steps ahead that several-panel and split decoding tiles prefetch.
-  size_t rows_pf_dist, split_pf_dist;
+  // k-steps ahead that one-row (0: none), several-panel and split decoding
+  // tiles prefetch.
+  size_t one_row_pf_dist, rows_pf_dist, split_pf_dist;
 };
 
 GemmPlan MakePlan(const GemmArgs& g) {
@@ -123,6 +124,7 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // Several-panel decoding tiles prefetch into L1 or L2 by CPU vendor
   // (detail::DecodePrefetchToL1, with the measurements).
   pl.decode_pf_l1 = detail::DecodePrefetchToL1();
+  pl.one_row_pf_dist = pl.decode_pf_l1 ? kOneRowPrefetchL1 : 0;
   pl.rows_pf_dist = pl.decode_pf_l1 ? kRowPanelsPrefetchL1 : kRowPanelsPrefetch;
   pl.split_pf_dist = pl.decode_pf_l1 ? kSplitPrefetchL1 : kSplitPrefetch;
   pl.kc = pl.decode || g.K < blk.kc ? g.K : blk.kc;
@@ -307,7 +309,8 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa, bool by_
             rows_panels(g.K, a, a_ks, b, in_place ? kNR : g.K * kNR, in_place ? g.ldb : kNR,
                         nullptr, true, true, g.C + m0 * g.ldc + col0, g.ldc, g.N - col0, m0,
                         col0, g.epi,
-                        pl.rows_pf_dist, g.K, ~0u, pl.decode_pf_l1);
+                        m1 - m0 == 1 ? pl.one_row_pf_dist : pl.rows_pf_dist, g.K, ~0u,
+                        pl.decode_pf_l1);
           }
         }
         if (decode && kSplitPanels > 1 && rt.n == 1 && g.packed != nullptr &&
