@@ -57,7 +57,7 @@ double TileLoop(size_t iters, float* sink) {
         // A tile: [kc][kMR] where A is packed (AVX-512), else kMR rows of kc.
         tk::Tile<kMR, false>(kTileK, a + t * kMR * kTileK, kTileK, b + p * kTileK * kNR, kNR, w,
                              /*first=*/true, /*last=*/false, nullptr, 0, kNR, 0, 0, epi, nullptr,
-                             0, 0);
+                             0, 0, /*pf_l1=*/false);
       }
     }
   }

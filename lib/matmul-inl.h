@@ -118,7 +118,8 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // line every 2^pf_shift k-steps: step k = l 2^pf_shift asks for line l % 2
 // of row l / 2 (packed slices, pf_shift 0: pf_ld = 32, so pf + 16 k). The
 // decoding variant instead asks for both lines of row k of the next panel
-// (GemmPlan::next_panel).
+// (GemmPlan::next_panel), and pf_l1 chooses where its own panel's
+// prefetches go (below).
 //
 // The decoding variant (kPrefetch) prefetches its panel 64 k-steps (8 KiB)
 // ahead. One Zen 4 core, medians of per-round ratios over 41 rounds against
@@ -130,14 +131,24 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // +19-25 / +18 / +26 %, M = 14 +7 %, AVX2's M = 3 +48 %; two threads M = 8
 // / 4 +10-22 / +17 %, M = 2 +3 %; in cache (K = N = 1024) the same within
 // 3 %. (128 k-steps ahead into L2: -7 to +11 %.)
-// Into L1 8 k-steps ahead instead, as the several-panel tiles do on
-// non-AMD CPUs (detail::DecodePrefetchToL1), measured mixed on a model 167
-// Xeon (medians of per-round ratios of two library copies, weights from
-// memory): M = 14 +3 / +10 % (one / two threads), M = 13 +3 / -13 %, AVX2's
-// M = 2 / 3 -4.5 / +3 %; the change to the code alone, with the same
-// prefetches into L2, had moved AVX2's M = 3 by +16 % (code placement), so
-// these stay as they are.
-constexpr size_t kDecodePrefetchSteps = 64;
+// Into L1 kDecodePrefetchStepsL1 = 8 k-steps ahead instead, as the
+// several-panel tiles, where the CPU is not AMD with AVX-512
+// (detail::DecodePrefetchToL1, pf_l1), since the packed weights are on huge
+// pages. Model 167 Xeon, weights from memory (4 layers of 64 MiB), medians
+// of per-round ratios of two library copies over 11 rounds in both orders,
+// this code against the one before it: AVX2's M = 2 / 3 +12-13 / +27-28 %
+// (two threads M = 3 +28 %); AVX-512's M = 14 on two threads +21-22 %, one
+// thread the same, M = 13 +1 %; K = N = 1024 (in cache) M = 14 +7 % (AVX2's
+// M = 3 the same). With TFK_DECODE_PREFETCH_L1=0 (both copies prefetching
+// into L2, 64 k-steps ahead) AVX2's M = 2 and M = 14 in cache measured the
+// same, so those gains are the L1's; but AVX2's M = 3 still gained 28 % and
+// M = 14 on two threads 18 %: the code's alone (the constant distance made
+// a variable), which is how much code generation moves these loops. 4
+// k-steps ahead measured 1-2 % below 8; 16 3-4 % above it for AVX-512's
+// M = 13-14 but 13-15 % below for AVX2's M = 3. (On 4 KiB pages the same
+// change had measured mixed, -13 to +10 %, where the two copies' pages
+// differed more than the prefetches did: bench/tfk_ab.cc.)
+constexpr size_t kDecodePrefetchSteps = 64, kDecodePrefetchStepsL1 = 8;
 // The next tile's parked partial sums (w + kMR * 32: tiles of a panel, and
 // the panels of a group, lie one after another in W) are prefetched during
 // this tile's first 2 kMR k-steps, one line each, when it will load them
@@ -154,7 +165,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
                        const float* HWY_RESTRICT b, size_t ldk, float* HWY_RESTRICT w, bool first,
                        bool last, float* c, size_t ldc, size_t n_valid, size_t row0,
                        size_t col0, const Epilogue& epi, const float* pf, size_t pf_ld,
-                       size_t pf_shift) {
+                       size_t pf_shift, bool pf_l1) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   V acc[kMR][kNV];
@@ -165,6 +176,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
       acc[i][j] = first ? hn::Zero(d) : hn::Load(d, w + i * kNR + j * kLanes);
     }
   }
+  const size_t pf_dist = pf_l1 ? kDecodePrefetchStepsL1 : kDecodePrefetchSteps;
   // Two k-steps an iteration halve the loop's own instructions (the
   // prefetch tests, pointer steps, the compare and branch: ~10 beside the 44
   // of a k-step on AVX-512): M = 140, K = 512, N = 256 (in L2), one AVX-512 core,
@@ -177,9 +189,14 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
       // Decoding streams each panel once from memory: ask for it
       // kDecodePrefetchSteps k-steps ahead, beyond what the out-of-order
       // window reaches when a k-step carries many FMAs (within the slice).
-      if (k + kDecodePrefetchSteps < kc) {
-        PrefetchToL2(bk + kDecodePrefetchSteps * ldk);
-        PrefetchToL2(bk + kDecodePrefetchSteps * ldk + 16);
+      if (k + pf_dist < kc) {
+        if (pf_l1) {
+          hwy::Prefetch(bk + pf_dist * ldk);
+          hwy::Prefetch(bk + pf_dist * ldk + 16);
+        } else {
+          PrefetchToL2(bk + pf_dist * ldk);
+          PrefetchToL2(bk + pf_dist * ldk + 16);
+        }
       }
       if (pf != nullptr) {  // the next panel, as a second stream
         PrefetchToL2(pf + k * pf_ld);
@@ -231,7 +248,7 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
 
 using TileFn = void (*)(size_t, const float*, size_t, const float*, size_t, float*, bool, bool, float*,
                         size_t, size_t, size_t, size_t, const Epilogue&, const float*, size_t,
-                        size_t);
+                        size_t, bool);
 
 // Tile kernels for 1 .. kMaxMR rows.
 // prefetch: the decoding variant, which prefetches B ahead.

@@ -376,7 +376,7 @@ bool GemmRows(const GemmArgs& g, const GemmPlan& pl, const PackedA& pa, bool by_
             }
             TileForRows(rows, decode)(kb, a, g.lda, bslice, ldk, wt, first, last,
                                       g.C + r * g.ldc + col0, g.ldc, n_valid, r, col0, g.epi, pf,
-                                      next_ld, pf_shift);
+                                      next_ld, pf_shift, pl.decode_pf_l1);
           }
         }
       }
