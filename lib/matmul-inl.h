@@ -122,7 +122,7 @@ HWY_INLINE hn::Vec<D> LoadB(D d, const float* p) {
 // prefetches go (below).
 //
 // The decoding variant (kPrefetch) prefetches its panel 64 k-steps (8 KiB)
-// ahead. One Zen 4 core, medians of per-round ratios over 41 rounds against
+// ahead into L2 on AMD cores with AVX-512. One Zen 4 core, medians of per-round ratios over 41 rounds against
 // 32 k-steps (4 KiB): M = 8, K = N = 4096 +16 %, M = 4 +5 %; 48 k-steps +4 %;
 // AVX2's M = 3 +8 %; two threads the same within noise. (4 KiB had been
 // chosen on a Xeon, where 64 to 256 measured the same within its noise.)
@@ -186,9 +186,11 @@ HWY_NOINLINE void Tile(size_t kc, const float* HWY_RESTRICT a, size_t lda,
   for (size_t k = 0; k < kc; ++k) {
     const float* bk = b + k * (kPrefetch ? ldk : kNR);
     if (kPrefetch) {
-      // Decoding streams each panel once from memory: ask for it
-      // kDecodePrefetchSteps k-steps ahead, beyond what the out-of-order
-      // window reaches when a k-step carries many FMAs (within the slice).
+      // Decoding streams each panel once from memory: ask for it pf_dist
+      // k-steps ahead (into L2, kDecodePrefetchSteps: beyond what the
+      // out-of-order window reaches when a k-step carries many FMAs; into
+      // L1, kDecodePrefetchStepsL1: the hardware's streams reach L2 first),
+      // within the slice.
       if (k + pf_dist < kc) {
         if (pf_l1) {
           hwy::Prefetch(bk + pf_dist * ldk);
