@@ -55,6 +55,10 @@ constexpr size_t kInPlaceMaxK = 8192;
 // (GemmPlan::next_panel in MakePlan).
 constexpr size_t kShortPanelK = 2048;
 
+// Calls of at most kL1SliceMaxM rows whose row tiles have at most
+// kL1SliceMaxRows rows take k-blocks of Blocking::kc_l1 (MakePlan).
+constexpr size_t kL1SliceMaxRows = 11, kL1SliceMaxM = 256;
+
 // How a call (or a slab of its rows) is cut into work; see Gemm.
 struct GemmPlan {
   bool decode, in_place, stream_next, next_panel, stream_a, decode_pf_l1;
@@ -165,6 +169,27 @@ GemmPlan MakePlan(const GemmArgs& g) {
   }
   pl.mc = (g.M + m_chunks - 1) / m_chunks;
   pl.m_chunks = (g.M + pl.mc - 1) / pl.mc;
+  // Short row tiles (AVX2's 3 rows; AVX-512 below 12) do few FMAs per
+  // 128-byte row of a panel slice: a kc x 32 slice of twice L1d, read from
+  // L2 by every tile of the chunk in turn, cost them more than its compute
+  // hides. A slice of a third of L1d (kc_l1, 128 k-steps on a 48 KiB L1d)
+  // is read from L2 (or memory) by the first tile and from L1 by the
+  // others; the parked partial sums cost 2 x rows x 32 floats more per 128
+  // k-steps. One Xeon core (family 6 model 167), medians of per-round
+  // ratios (tfk-ab), K = N = 4096 from memory (4 layers): AVX2 M = 4 / 8 /
+  // 16 / 32 / 64 / 128 / 256 +16 / +25 / +19 / +12 / +5 / +4 / +3 % (two
+  // threads M = 8 / 64 +23-26 / +3-4 %), in cache (K = N = 1024) M = 8 /
+  // 64 / 128 +6 / +4 / +3-4 %; SSE4 (one-row tiles) M = 8 +17 %, M = 64 /
+  // 128 0 to +2 %; AVX-512 (tiles of 8 / 11 / 12 / 13 / 14 rows at M = 16 /
+  // 32 / 48 / 64 / 128) +7-9 / +3-4 / -1 / -1 / -4 % (two threads M = 16
+  // +6-8 %). kc = 96 / 160 measured as 128 within 3 points, 192 (half of
+  // L1d) lost all but 2-4 %. Taller calls, whose many tiles hide the
+  // slice's reads, keep kc: AVX2 M = 512 the same, M = 2048 at K = N =
+  // 1024 -5 %.
+  if (!pl.decode && g.M <= kL1SliceMaxM && g.K > blk.kc_l1) {
+    const RowTiles rt(pl.mc);
+    if (rt.base + (rt.extra != 0 ? 1 : 0) <= kL1SliceMaxRows && blk.kc_l1 < pl.kc) pl.kc = blk.kc_l1;
+  }
   // Cost of an item for ParallelFor's small-work threshold, in bytes: the
   // panel's weights it streams (decoding is bound by them), or ~flops / 8.
   const size_t rows = g.M < pl.mc ? g.M : pl.mc;
@@ -515,6 +540,8 @@ Blocking GetBlocking() {
     Blocking b;
     b.kc = l1 * 2 / (kNR * sizeof(float));  // twice L1d, see matmul.h
     b.kc = b.kc < 64 ? 64 : (b.kc > 512 ? 512 : b.kc);
+    b.kc_l1 = l1 / 3 / (kNR * sizeof(float)) / 16 * 16;  // a third of L1d
+    b.kc_l1 = b.kc_l1 < 32 ? 32 : (b.kc_l1 > b.kc ? b.kc : b.kc_l1);
     b.mc = l2 / 2 / (b.kc * sizeof(float));  // half of L2
     b.mc = b.mc < 48 ? 48 : (b.mc > 480 ? 480 : b.mc);
     b.nc_panels = 8;

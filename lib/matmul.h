@@ -28,11 +28,14 @@ inline size_t NumPanels(size_t N) { return (N + kNR - 1) / kNR; }
 //       parked partial sums) are spread over more FMAs. Measured on AVX2 with
 //       a 32 KiB L1d, M = 512, K = N = 4096: kc = 128 -> 35.1, 256 -> 36.0,
 //       512 -> 36.5 GFLOP/s (peak 37);
+//   kc_l1: k-steps per tile call where tiles are short (kL1SliceMaxRows):
+//       a slice of a third of L1d, which the tiles of an M chunk then read
+//       from L1 in turn (MakePlan);
 //   mc: the mc x kc block of A fills half of L2;
 //   nc: panels per group sharing a workspace of parked partial sums;
 //   l2: bytes of L2 (one core's).
 struct Blocking {
-  size_t kc, mc, nc_panels, l2;
+  size_t kc, kc_l1, mc, nc_panels, l2;
 };
 Blocking GetBlocking();
 
