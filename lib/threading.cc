@@ -54,7 +54,10 @@ size_t Threads() {
 size_t MaxTasks() { return std::min(Threads(), kMaxTasks); }
 
 size_t NumTasks(size_t n, size_t bytes_per_item) {
-  const size_t total = n * std::max<size_t>(bytes_per_item, 1);
+  // Saturates: a large attention call's items cost ~2^46 each, and a
+  // wrapped product would cut its tasks.
+  const size_t per = std::max<size_t>(bytes_per_item, 1);
+  const size_t total = n > SIZE_MAX / per ? SIZE_MAX : n * per;
   const size_t by_size = std::max<size_t>(total / kMinBytesPerTask, 1);
   return std::min({MaxTasks(), by_size, n});
 }
