@@ -152,7 +152,7 @@ HWY_INLINE void HalfErfcScaledN(D d, V* a) {
     ExpReducedPolynomialN</*kLow=*/true, /*kNegHalf=*/true, K>(d, a, lo, /*bias=*/0.0f, bits, n);
     TFK_FOR_EACH_K a[k] = Scalef(hn::Mul(a[k], p[k]), n[k]);
   } else {
-    ExpNonPositiveTimes2Pow64N<true, K, /*kClamp=*/false, /*kNegHalf=*/true>(d, a, lo);
+    ExpNonPositiveTimes2Pow64N<true, K, /*kNegHalf=*/true>(d, a, lo);
     TFK_FOR_EACH_K a[k] = hn::Mul(a[k], p[k]);
   }
 }
@@ -274,7 +274,7 @@ HWY_INLINE void SiluN(D d, V* x) {
     Exp2OfProductForSigmoidN<K, /*kLow=*/true>(d, ax, s, lo, e);
   } else {
     TFK_FOR_EACH_K e[k] = hn::Neg(ax[k]);
-    ExpForSigmoidN<K, /*kClamp=*/false>(d, e);
+    ExpForSigmoidN<K>(d, e);
   }
   TFK_FOR_EACH_K x[k] = FromLowerTail(d, x[k], ax[k], SigmoidOfNegative(d, e[k]));
 }

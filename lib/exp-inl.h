@@ -289,7 +289,8 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
 //    to a subnormal where it is one (absolute error <= 2^-150);
 //  - a_lo, the low part of an argument formed exactly as a + a_lo (GELU-erf's
 //    -x^2/2), is added to the reduced argument, where |r| <= ln2/2 absorbs it.
-// a is clamped at -104, where e^a < 2^-150 rounds to 0 (so -inf gives 0).
+// The caller keeps a >= -104 (or NaN), where e^a >= 2^-150 (GELU-erf and
+// SiLU clamp |x| so that it holds: no clamp here, one operation saved).
 // Relative error <= 3 u above 2^-126, plus 2^-150 absolute. 14 operations
 // (13 without a_lo), one of them a shift: on AVX2 here (with the 2^-64
 // multiplication, since folded) 8.5 ns a vector against 15.1 for Highway's
@@ -301,20 +302,11 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
 // into constants, as GELU-erf does), which saves the separate 2^-64
 // multiplication and rounds the product once; ExpForSigmoidN's callers divide
 // by 2^64 + e 2^64 instead.
-// kClamp = false: the caller guarantees a >= -104 or NaN (GELU-erf and SiLU
-// clamp |x| so that it holds), and saves the operation.
-// kNegHalf: the argument is -(a + a_lo)/2 for a >= 0 (see ExpReducedN;
-// needs kClamp = false).
-template <bool kLow, size_t K, bool kClamp = true, bool kNegHalf = false, class D,
-          class V = hn::Vec<D>>
+// kNegHalf: the argument is -(a + a_lo)/2 for a >= 0 (see ExpReducedN).
+template <bool kLow, size_t K, bool kNegHalf = false, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
-  static_assert(!(kNegHalf && kClamp), "the clamp is for a <= 0");
   static_assert(!kTableExp || sizeof(V) == 0, "AVX-512 scales with vscalefps instead");
   V t[K], n[K];
-  if (kClamp) {
-#pragma GCC unroll 8
-    for (size_t k = 0; k < K; ++k) a[k] = hn::Max(a[k], hn::Set(d, -104.0f));
-  }
   ExpReducedPolynomialN<kLow, kNegHalf, K>(d, a, a_lo, 191.0f, t, n);
   TimesPow2FromBitsN<K>(d, t, a);
 }
@@ -331,12 +323,12 @@ HWY_INLINE void ExpNonPositiveTimes2Pow64N(D d, V* a, const V* a_lo) {
 constexpr float kSigmoidScale = kHasScalef ? 1.0f : 0x1p64f;
 
 // e^a 2^64 for K vectors a <= 0 in place, for SiLU without FMA (SSE4; the
-// other targets take Exp2OfProductForSigmoidN). kClamp = false: the caller
-// guarantees a >= -104 or NaN.
-template <size_t K, bool kClamp = true, class D, class V = hn::Vec<D>>
+// other targets take Exp2OfProductForSigmoidN). The caller keeps a >= -104
+// or NaN (ExpNonPositiveTimes2Pow64N).
+template <size_t K, class D, class V = hn::Vec<D>>
 HWY_INLINE void ExpForSigmoidN(D d, V* a) {
   static_assert(!kHasScalef || sizeof(V) == 0, "AVX-512 takes Exp2OfProductForSigmoidN");
-  ExpNonPositiveTimes2Pow64N<false, K, kClamp>(d, a, static_cast<const V*>(nullptr));
+  ExpNonPositiveTimes2Pow64N<false, K>(d, a, static_cast<const V*>(nullptr));
 }
 
 // 2^(x[k] s[k]) kSigmoidScale for K vectors whose products satisfy -190 <=
