@@ -503,8 +503,11 @@ HWY_INLINE RowPanelsFn RowPanelsForRows(size_t rows, size_t& panels) {
 // core (family 6 model 167), K = N = 4096, medians of per-round ratios in
 // both orders, weights from memory (4 layers of 64 MiB called in turn):
 // M = 7 / 8 / 10 / 12 / 14 +12 / +19-23 / +8 / +6 / +2 % (M = 13-14, four
-// sub-tiles, keep the one-panel tile); sub-tiles of 2 rows over 4 panels or
-// of 2-3 over 3 ran 16 / 12 % slower than of 4 over 3.
+// sub-tiles, keep the one-panel tile: since the L1 prefetches, they measured
+// +18-22 % from memory on one thread but -6 % on two and -34 % at K = N =
+// 1024, in cache; as two 7-row tiles of the k-blocked path +8-11 %, two
+// threads -22-25 %); sub-tiles of 2 rows over 4 panels or of 2-3 over 3 ran
+// 16 / 12 % slower than of 4 over 3.
 // Each sub-tile prefetches its share of the six lines of a k-step (a half
 // or a third) kSplitPrefetch k-steps ahead (4.5 KiB of each panel), so
 // prefetches go out whichever sub-tile computes. Where the weights come
