@@ -180,7 +180,7 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // 16 / 32 / 64 / 128 / 256 +16 / +25 / +19 / +12 / +5 / +4 / +3 % (two
   // threads M = 8 / 64 +23-26 / +3-4 %), in cache (K = N = 1024) M = 8 /
   // 64 / 128 +6 / +4 / +3-4 %; SSE4 (one-row tiles) M = 8 +17 %, M = 64 /
-  // 128 0 to +2 %; AVX-512 (tiles of 8 / 11 / 12 / 13 / 14 rows at M = 16 /
+  // 128 0 to +2 %; AVX-512 (tiles of 8 / 11 / 12 / 13 / 12-13 rows at M = 16 /
   // 32 / 48 / 64 / 128) +7-9 / +3-4 / -1 / -1 / -4 % (two threads M = 16
   // +6-8 %). kc = 96 / 160 measured as 128 within 3 points, 192 (half of
   // L1d) lost all but 2-4 %. Taller calls, whose many tiles hide the

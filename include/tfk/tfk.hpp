@@ -1,9 +1,10 @@
 // tfk: thin C++17 layer over the C API (tfk.h). Each function calls its C
 // counterpart and throws tfk::error, carrying the status and the same message,
 // when it fails. Semantics are those of tfk.h, and so is argument order,
-// except that optional arguments with defaults (leading dimensions, B's
-// layout, alpha and beta, mask and scale, in that order) come last, and
-// rope takes its head_dim, rotary_dim, pairing and base as one rope_config
+// except that optional arguments with defaults come last, leading
+// dimensions last of all (matmul: layout, alpha, beta, lda, ldb, ldc;
+// softmax: scale, mask, q_len, ldx, ldy; attention: mask, scale), and rope
+// takes its head_dim, rotary_dim, pairing and base as one rope_config
 // first.
 #ifndef TFK_TFK_HPP_
 #define TFK_TFK_HPP_
