@@ -181,8 +181,9 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // threads M = 8 / 64 +23-26 / +3-4 %), in cache (K = N = 1024) M = 8 /
   // 64 / 128 +6 / +4 / +3-4 %; SSE4 (one-row tiles) M = 8 +17 %, M = 64 /
   // 128 0 to +2 %; AVX-512 (tiles of 8 / 11 / 12 / 13 / 12-13 rows at M = 16 /
-  // 32 / 48 / 64 / 128) +7-9 / +3-4 / -1 / -1 / -4 % (two threads M = 16
-  // +6-8 %). kc = 96 / 160 measured as 128 within 3 points, 192 (half of
+  // 32 / 48 / 64 / 128) +7-9 / +3-4 / -1 / -1 / -4 % (two threads M = 16 /
+  // 20 / 32 +6-8 / +7-9 / +4-6 %; M = 32 at K = 1024, N = 4096, in L3, -2 %
+  // on one and two threads). kc = 96 / 160 measured as 128 within 3 points, 192 (half of
   // L1d) lost all but 2-4 %. Taller calls, whose many tiles hide the
   // slice's reads, keep kc: AVX2 M = 512 the same, M = 2048 at K = N =
   // 1024 -5 %.
