@@ -289,8 +289,9 @@ HWY_INLINE V ExpNonPositive(D d, V a) {
 //    to a subnormal where it is one (absolute error <= 2^-150);
 //  - a_lo, the low part of an argument formed exactly as a + a_lo (GELU-erf's
 //    -x^2/2), is added to the reduced argument, where |r| <= ln2/2 absorbs it.
-// The caller keeps a >= -104 (or NaN), where e^a >= 2^-150 (GELU-erf and
-// SiLU clamp |x| so that it holds: no clamp here, one operation saved).
+// The caller keeps a >= -104 (or NaN), so that 2^(n+64) stays normal; below
+// it e^a < 2^-150 would round to 0 anyway (GELU-erf and SiLU clamp |x| so
+// that it holds: no clamp here, one operation saved).
 // Relative error <= 3 u above 2^-126, plus 2^-150 absolute. 14 operations
 // (13 without a_lo), one of them a shift: on AVX2 here (with the 2^-64
 // multiplication, since folded) 8.5 ns a vector against 15.1 for Highway's

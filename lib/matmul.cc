@@ -187,9 +187,13 @@ GemmPlan MakePlan(const GemmArgs& g) {
   // L1d) lost all but 2-4 %. Taller calls, whose many tiles hide the
   // slice's reads, keep kc: AVX2 M = 512 the same, M = 2048 at K = N =
   // 1024 -5 %.
+  // A chunk of one row tile has nothing to reuse from L1 (and was not
+  // measured): it keeps kc.
   if (!pl.decode && g.M <= kL1SliceMaxM && g.K > blk.kc_l1) {
     const RowTiles rt(pl.mc);
-    if (rt.base + (rt.extra != 0 ? 1 : 0) <= kL1SliceMaxRows && blk.kc_l1 < pl.kc) pl.kc = blk.kc_l1;
+    if (rt.n > 1 && rt.base + (rt.extra != 0 ? 1 : 0) <= kL1SliceMaxRows && blk.kc_l1 < pl.kc) {
+      pl.kc = blk.kc_l1;
+    }
   }
   // Cost of an item for ParallelFor's small-work threshold, in bytes: the
   // panel's weights it streams (decoding is bound by them), or ~flops / 8.
